@@ -1,0 +1,7 @@
+//! The algorithms as pure functions of (state, quota, attempt) to
+//! (decision, next state), exactly as SPEC section 6 defines them: integer
+//! nanoseconds, no floating point, saturating arithmetic. No IO; stores
+//! call these inside their atomic step.
+
+pub mod fixed_window;
+pub mod sliding_log;

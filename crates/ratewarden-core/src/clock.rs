@@ -1,0 +1,157 @@
+//! Time. Only this module reads the system clock; everything else takes a
+//! [`Timestamp`] as an argument, so tests drive window edges exactly with a
+//! [`ManualClock`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// An instant as integer nanoseconds since the Unix epoch, UTC (SPEC section 6).
+///
+/// `u64` nanoseconds reach the year 2554. Arithmetic saturates instead of
+/// wrapping, so huge windows never panic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// The Unix epoch, 1970-01-01T00:00:00Z.
+    pub const EPOCH: Timestamp = Timestamp(0);
+
+    /// The instant `nanos` nanoseconds after the Unix epoch.
+    pub const fn from_unix_nanos(nanos: u64) -> Timestamp {
+        Timestamp(nanos)
+    }
+
+    /// The instant `millis` milliseconds after the Unix epoch (saturating).
+    pub const fn from_unix_millis(millis: u64) -> Timestamp {
+        Timestamp(millis.saturating_mul(1_000_000))
+    }
+
+    /// The instant `secs` seconds after the Unix epoch (saturating).
+    pub const fn from_unix_secs(secs: u64) -> Timestamp {
+        Timestamp(secs.saturating_mul(1_000_000_000))
+    }
+
+    /// Nanoseconds since the Unix epoch.
+    pub const fn as_unix_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// This instant plus `d`, saturating at the largest representable instant.
+    pub fn saturating_add(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(duration_nanos(d)))
+    }
+
+    /// This instant minus `d`, saturating at the epoch.
+    pub fn saturating_sub(self, d: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_sub(duration_nanos(d)))
+    }
+
+    /// The time from `earlier` to `self`; zero when `earlier` is later.
+    pub fn saturating_duration_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+/// `d` in whole nanoseconds, saturating at `u64::MAX` (about 584 years).
+pub fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A source of the current time. Object safe; share it as `Arc<dyn Clock>`.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+/// The operating system's wall clock (UTC; the process's time zone is irrelevant).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(clippy::disallowed_methods)] // the one place that reads the system time
+    fn now(&self) -> Timestamp {
+        // A system clock before 1970 is a broken host; treat it as the epoch
+        // rather than panicking.
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        Timestamp(duration_nanos(since_epoch))
+    }
+}
+
+/// A clock that moves only when told to. Clones share one time, so a test
+/// can keep a handle while the application holds another.
+///
+/// ```
+/// use ratewarden_core::{Clock, ManualClock, Timestamp};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new(Timestamp::from_unix_secs(60));
+/// clock.advance(Duration::from_millis(1500));
+/// assert_eq!(clock.now(), Timestamp::from_unix_millis(61_500));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock standing at `start`.
+    pub fn new(start: Timestamp) -> ManualClock {
+        ManualClock {
+            nanos: Arc::new(AtomicU64::new(start.0)),
+        }
+    }
+
+    /// Moves the clock to `t` (forwards or backwards).
+    pub fn set(&self, t: Timestamp) {
+        self.nanos.store(t.0, Ordering::SeqCst);
+    }
+
+    /// Moves the clock forwards by `d`, saturating.
+    pub fn advance(&self, d: Duration) {
+        let step = duration_nanos(d);
+        // fetch_update only fails when the closure returns None; ours never does.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_add(step))
+            });
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.nanos.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_clones_share_one_time() {
+        let a = ManualClock::new(Timestamp::from_unix_secs(10));
+        let b = a.clone();
+        a.advance(Duration::from_nanos(1));
+        assert_eq!(b.now().as_unix_nanos(), 10_000_000_001);
+    }
+
+    #[test]
+    fn timestamp_arithmetic_saturates_instead_of_wrapping() {
+        let end = Timestamp::from_unix_nanos(u64::MAX);
+        assert_eq!(end.saturating_add(Duration::from_secs(1)), end);
+        assert_eq!(
+            Timestamp::EPOCH.saturating_sub(Duration::from_secs(1)),
+            Timestamp::EPOCH
+        );
+        assert_eq!(Timestamp::from_unix_secs(u64::MAX), end);
+    }
+
+    #[test]
+    fn system_clock_is_after_2020() {
+        assert!(SystemClock.now() > Timestamp::from_unix_secs(1_577_836_800));
+    }
+}

@@ -1,0 +1,42 @@
+//! ratewarden's limiter engine: decides whether one more request for a key
+//! may pass now, and how long to wait when it may not.
+//!
+//! No IO, no runtime, no HTTP, no SQL: algorithms are pure functions of
+//! (state, quota, attempt), and a [`Store`] runs them atomically against
+//! its own storage (see `ratewarden-sqlite`).
+//!
+//! ```
+//! use ratewarden_core::algorithm::fixed_window;
+//! use ratewarden_core::{Attempt, Quota, Timestamp};
+//! use std::time::Duration;
+//!
+//! let quota = Quota::new(3, Duration::from_secs(60)).unwrap();
+//! let mut state = None;
+//! for second in 0..4 {
+//!     let attempt = Attempt::one(Timestamp::from_unix_secs(second));
+//!     let (decision, next) = fixed_window::decide(state, &quota, attempt);
+//!     state = next.or(state);
+//!     assert_eq!(decision.allowed(), second < 3);
+//! }
+//! ```
+//!
+//! # Layout
+//! - [`clock`]: [`Timestamp`], [`Clock`], [`SystemClock`], [`ManualClock`].
+//! - [`key`]: [`Key`], opaque multi-part keys.
+//! - [`quota`]: [`Quota`], [`Algorithm`], [`Policy`], [`Attempt`].
+//! - [`decision`]: [`Decision`], [`Outcome`].
+//! - [`algorithm`]: one module per algorithm of SPEC section 6.
+//! - [`store`]: the [`Store`] trait and [`StoreError`].
+
+pub mod algorithm;
+pub mod clock;
+pub mod decision;
+pub mod key;
+pub mod quota;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use decision::{Decision, Outcome};
+pub use key::{Key, KeyError};
+pub use quota::{Algorithm, Attempt, Policy, Quota, QuotaError, ceil_millis, ceil_secs};
+pub use store::{Acquire, Audit, Store, StoreError};

@@ -1,0 +1,201 @@
+//! What a limiter allows: [`Quota`] (limit per window), [`Algorithm`], and
+//! [`Policy`] (a named algorithm + quota).
+
+use std::fmt;
+use std::num::NonZeroU64;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::clock::duration_nanos;
+
+/// The largest count a store keeps (`i64::MAX`): SQLite integers and Redis
+/// counters are signed 64-bit, so every store saturates here.
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+
+/// A limit of `limit` units per `window`. Cannot be built invalid.
+///
+/// A limit of 0 is valid and denies everything (a kill switch, SPEC section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Quota {
+    limit: u64,
+    window_nanos: NonZeroU64,
+}
+
+/// Why a [`Quota`] could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaError {
+    /// A window must be longer than zero (SPEC section 5).
+    #[error("the window must be longer than zero")]
+    ZeroWindow,
+    /// The window does not fit in 64-bit nanoseconds (about 584 years).
+    #[error("the window {0:?} is longer than the maximum of about 584 years")]
+    WindowTooLong(Duration),
+    /// The limit is not below [`MAX_COUNT`].
+    #[error("the limit {0} is too large; the maximum is {max}", max = MAX_COUNT - 1)]
+    LimitTooLarge(u64),
+}
+
+impl Quota {
+    /// `limit` units per `window`.
+    ///
+    /// # Errors
+    /// [`QuotaError::ZeroWindow`] for a zero window (or one shorter than a
+    /// nanosecond), [`QuotaError::WindowTooLong`] past `u64::MAX`
+    /// nanoseconds, [`QuotaError::LimitTooLarge`] from [`MAX_COUNT`] on (a
+    /// counter saturated at [`MAX_COUNT`] must always read as over the limit).
+    pub fn new(limit: u64, window: Duration) -> Result<Quota, QuotaError> {
+        if limit >= MAX_COUNT {
+            return Err(QuotaError::LimitTooLarge(limit));
+        }
+        let nanos =
+            u64::try_from(window.as_nanos()).map_err(|_| QuotaError::WindowTooLong(window))?;
+        let window_nanos = NonZeroU64::new(nanos).ok_or(QuotaError::ZeroWindow)?;
+        Ok(Quota {
+            limit,
+            window_nanos,
+        })
+    }
+
+    /// The number of units allowed per window.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window length.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.window_nanos.get())
+    }
+
+    /// The window length in nanoseconds (never zero).
+    pub fn window_nanos(&self) -> u64 {
+        self.window_nanos.get()
+    }
+}
+
+/// The rate-limiting algorithms (SPEC section 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Counts attempts per epoch-aligned window (seed A). Up to 2× the
+    /// limit can pass around a window edge.
+    FixedWindow,
+    /// Keeps one timestamp per admitted unit (seed B). Exact: never more
+    /// than the limit in any window-long span; memory grows with the limit.
+    SlidingLog,
+}
+
+impl Algorithm {
+    /// Every algorithm, in documentation order.
+    pub const ALL: [Algorithm; 2] = [Algorithm::FixedWindow, Algorithm::SlidingLog];
+
+    /// The configuration name: `fixed_window` or `sliding_log`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingLog => "sliding_log",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown algorithm name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown algorithm {0:?}; expected one of fixed_window, sliding_log")]
+pub struct UnknownAlgorithm(pub String);
+
+impl FromStr for Algorithm {
+    type Err = UnknownAlgorithm;
+
+    fn from_str(s: &str) -> Result<Algorithm, UnknownAlgorithm> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| UnknownAlgorithm(s.to_owned()))
+    }
+}
+
+/// A named limit: which algorithm enforces which quota. The name appears
+/// in the `RateLimit-Policy` header and in logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Short identifier, e.g. `ping`.
+    pub name: String,
+    /// How the quota is enforced.
+    pub algorithm: Algorithm,
+    /// The limit per window.
+    pub quota: Quota,
+}
+
+/// One request's claim on a quota: when it arrives and how many units it
+/// costs (1 for an ordinary request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// The request time.
+    pub now: crate::Timestamp,
+    /// The units the request consumes; at least 1.
+    pub cost: NonZeroU64,
+}
+
+impl Attempt {
+    /// A request of cost 1 at `now`.
+    pub fn one(now: crate::Timestamp) -> Attempt {
+        Attempt {
+            now,
+            cost: NonZeroU64::MIN,
+        }
+    }
+}
+
+/// `d` rounded up to whole seconds: the `Retry-After` rule (SPEC section 6).
+pub fn ceil_secs(d: Duration) -> u64 {
+    duration_nanos(d).div_ceil(1_000_000_000)
+}
+
+/// `d` rounded up to whole milliseconds (SPEC section 6).
+pub fn ceil_millis(d: Duration) -> u64 {
+    duration_nanos(d).div_ceil(1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_and_oversized_windows_are_refused() {
+        assert_eq!(Quota::new(3, Duration::ZERO), Err(QuotaError::ZeroWindow));
+        let huge = Duration::from_secs(u64::MAX);
+        assert_eq!(Quota::new(3, huge), Err(QuotaError::WindowTooLong(huge)));
+        assert_eq!(
+            Quota::new(MAX_COUNT, Duration::from_secs(1)),
+            Err(QuotaError::LimitTooLarge(MAX_COUNT))
+        );
+    }
+
+    #[test]
+    fn a_limit_of_zero_is_a_valid_quota() {
+        let q = Quota::new(0, Duration::from_secs(60)).unwrap();
+        assert_eq!(q.limit(), 0);
+        assert_eq!(q.window_nanos(), 60_000_000_000);
+    }
+
+    #[test]
+    fn algorithm_names_round_trip() {
+        for a in Algorithm::ALL {
+            assert_eq!(a.as_str().parse::<Algorithm>(), Ok(a));
+        }
+        assert!("leaky".parse::<Algorithm>().is_err());
+    }
+
+    #[test]
+    fn rounding_up_never_gives_zero_for_a_positive_wait() {
+        assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_secs(2)), 2);
+        assert_eq!(ceil_secs(Duration::from_nanos(2_000_000_001)), 3);
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+        assert_eq!(ceil_millis(Duration::from_nanos(1_000_001)), 2);
+    }
+}

@@ -1,0 +1,259 @@
+//! ratewarden's embedded SQLite store: zero setup, counters survive
+//! restarts, the seeds' schema exactly (SPEC sections 1 and 2).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ratewarden_core::{Acquire, Algorithm, Attempt, Key, Policy, Quota, Store, SystemClock, Clock};
+//! use ratewarden_sqlite::{SqliteOptions, SqliteStore};
+//! use std::time::Duration;
+//!
+//! let store = SqliteStore::open("ratewarden.db", SqliteOptions::default())?;
+//! let policy = Policy {
+//!     name: "ping".into(),
+//!     algorithm: Algorithm::FixedWindow,
+//!     quota: Quota::new(3, Duration::from_secs(60))?,
+//! };
+//! let key = Key::single("alice")?;
+//! let attempt = Attempt::one(SystemClock.now());
+//! let decision = store.acquire(Acquire { policy: &policy, key: &key, attempt, audit: None }).await?;
+//! println!("allowed: {}", decision.allowed());
+//! store.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Consistency
+//! One thread owns the one connection and runs every operation inside a
+//! `BEGIN IMMEDIATE` transaction, so decisions of this process are
+//! serialised: it never over-admits. Several processes on one file are
+//! serialised by SQLite's write lock (WAL mode, busy timeout) and never
+//! over-admit either; the busy timeout bounds how long one waits.
+//!
+//! # Layout
+//! - `schema.rs`: the tables, indexes and `PRAGMA user_version`.
+//! - `worker.rs`: the connection-owning thread, batching and savepoints.
+//! - `fixed_window.rs`, `sliding_log.rs`: one atomic operation each.
+//! - `keys.rs`: how keys map onto the seeds' key columns.
+//! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
+
+mod fixed_window;
+mod keys;
+mod schema;
+mod sliding_log;
+mod timefmt;
+mod worker;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, Store, StoreError, Timestamp};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
+
+use worker::{Job, Op, OwnedAcquire, Reply, Worker};
+
+/// Settings of a [`SqliteStore`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    /// How long to wait for another process's write lock before failing
+    /// with [`StoreError::Unavailable`]. Default 5 seconds.
+    pub busy_timeout: Duration,
+    /// How long `api_calls` rows are kept; pruning deletes older ones.
+    /// Default 7 days.
+    pub audit_retention: Duration,
+    /// Most operations committed in one transaction. Default 256.
+    pub batch_max: usize,
+    /// Most operations waiting for the worker; callers wait for room.
+    /// Default 4096.
+    pub queue: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> SqliteOptions {
+        SqliteOptions {
+            busy_timeout: Duration::from_secs(5),
+            audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
+            batch_max: 256,
+            queue: 4096,
+        }
+    }
+}
+
+/// Why a SQLite store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SqliteError {
+    /// SQLite refused: the file cannot be opened, is not a database, or a
+    /// statement failed.
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The file was written by a newer ratewarden.
+    #[error("database schema version {found} is newer than this ratewarden understands ({known})")]
+    NewerSchema {
+        /// `PRAGMA user_version` of the file.
+        found: i64,
+        /// The version this release writes.
+        known: i64,
+    },
+    /// The worker thread could not be started.
+    #[error("cannot start the SQLite worker thread: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+/// The SQLite store. Cheap to share behind an `Arc`; see the crate docs
+/// for its consistency promise.
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    jobs: mpsc::Sender<Job>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, applies WAL mode,
+    /// the busy timeout and the schema, and starts the worker thread.
+    ///
+    /// # Errors
+    /// [`SqliteError`] when the file cannot be opened or migrated.
+    pub fn open(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, SqliteError> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(options.busy_timeout)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.set_prepared_statement_cache_capacity(32);
+        schema::migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel(options.queue.max(1));
+        let worker = Worker {
+            conn,
+            jobs: rx,
+            batch_max: options.batch_max.max(1),
+            audit_retention: options.audit_retention,
+        };
+        let thread = std::thread::Builder::new()
+            .name("ratewarden-sqlite".into())
+            .spawn(move || worker.run())?;
+        Ok(SqliteStore {
+            path,
+            jobs: tx,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Finishes queued operations, checkpoints the WAL and closes the
+    /// database; later calls fail with [`StoreError::Closed`]. Idempotent.
+    pub async fn close(&self) {
+        let _ = self.jobs.send(Job::Close).await;
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(thread) = thread {
+            // Joining blocks until the checkpoint is done: keep it off the runtime.
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+
+    async fn run(&self, op: Op) -> Result<Reply, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Run { op, reply })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        answer
+            .await
+            .map_err(|_| StoreError::Closed)?
+            .map_err(store_error)
+    }
+
+    async fn decision(&self, op: Op) -> Result<Decision, StoreError> {
+        match self.run(op).await? {
+            Reply::Decision(d) => Ok(d),
+            Reply::Deleted(_) => Err(StoreError::Failed("worker answered with a count".into())),
+        }
+    }
+
+    async fn deleted(&self, op: Op) -> Result<u64, StoreError> {
+        match self.run(op).await? {
+            Reply::Deleted(n) => Ok(n),
+            Reply::Decision(_) => Err(StoreError::Failed("worker answered with a decision".into())),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn acquire(&self, request: Acquire<'_>) -> Result<Decision, StoreError> {
+        self.decision(Op::Acquire(OwnedAcquire {
+            policy: request.policy.clone(),
+            key: request.key.clone(),
+            attempt: request.attempt,
+            audit_path: request.audit.map(|a| a.path.to_owned()),
+        }))
+        .await
+    }
+
+    async fn status(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        now: Timestamp,
+    ) -> Result<Decision, StoreError> {
+        self.decision(Op::Status {
+            policy: policy.clone(),
+            key: key.clone(),
+            now,
+        })
+        .await
+    }
+
+    async fn reset(&self, algorithm: Algorithm, prefix: &Key) -> Result<u64, StoreError> {
+        self.deleted(Op::Reset {
+            algorithm,
+            prefix: prefix.clone(),
+        })
+        .await
+    }
+
+    async fn prune(
+        &self,
+        algorithm: Algorithm,
+        longest_window: Duration,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        self.deleted(Op::Prune {
+            algorithm,
+            longest_window,
+            now,
+        })
+        .await
+    }
+
+    fn keeps_audit_log(&self) -> bool {
+        true
+    }
+}
+
+/// Busy, locked, full or I/O trouble may pass; everything else is permanent.
+fn store_error(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(
+            ErrorCode::DatabaseBusy
+            | ErrorCode::DatabaseLocked
+            | ErrorCode::SystemIoFailure
+            | ErrorCode::DiskFull,
+        ) => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Failed(e.to_string()),
+    }
+}

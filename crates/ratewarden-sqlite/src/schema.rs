@@ -1,0 +1,56 @@
+//! The seeds' schema (SPEC sections 1 and 2), created idempotently and
+//! versioned with `PRAGMA user_version` so later releases can migrate.
+
+use rusqlite::Connection;
+
+use crate::SqliteError;
+
+/// The schema version this release writes and understands.
+pub(crate) const VERSION: i64 = 1;
+
+const V1: &str = "
+CREATE TABLE IF NOT EXISTS rate_limit_windows (
+    key          TEXT    NOT NULL,
+    window_start TEXT    NOT NULL,
+    count        INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (key, window_start)
+);
+CREATE INDEX IF NOT EXISTS idx_rl_key_window ON rate_limit_windows(key, window_start);
+
+CREATE TABLE IF NOT EXISTS api_calls (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    key       TEXT    NOT NULL,
+    path      TEXT    NOT NULL,
+    called_at TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_api_calls_called_at ON api_calls(called_at);
+
+CREATE TABLE IF NOT EXISTS rate_events (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id    INTEGER NOT NULL,
+    endpoint   TEXT    NOT NULL,
+    created_at TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_rate_events_user_endpoint
+    ON rate_events (user_id, endpoint, created_at);
+";
+
+/// Brings the database at `conn` to [`VERSION`].
+///
+/// # Errors
+/// [`SqliteError::NewerSchema`] when the file was written by a newer
+/// release; [`SqliteError::Sqlite`] when SQLite fails.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SqliteError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > VERSION {
+        return Err(SqliteError::NewerSchema {
+            found,
+            known: VERSION,
+        });
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(V1)?;
+    tx.pragma_update(None, "user_version", VERSION)?;
+    tx.commit()?;
+    Ok(())
+}

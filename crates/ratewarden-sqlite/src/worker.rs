@@ -1,0 +1,193 @@
+//! The one thread that owns the SQLite connection.
+//!
+//! Why one thread: SQLite serialises writers anyway, and a single owner
+//! never waits on its own busy handler. Async callers send a [`Job`] and
+//! await the reply, so no tokio worker thread ever blocks on SQLite.
+//!
+//! Why batches: the worker takes every job already queued (up to
+//! `batch_max`) into one `BEGIN IMMEDIATE` transaction and gives each job
+//! its own savepoint. Each decision stays atomic and isolated (jobs run one
+//! after another inside the transaction; a failing job rolls back only its
+//! savepoint), while one commit serves many requests. Replies are sent only
+//! after the commit, so a caller never hears of a decision that was not
+//! stored.
+
+use std::time::Duration;
+
+use ratewarden_core::{Algorithm, Decision, Key, Policy, Timestamp};
+use rusqlite::{Connection, TransactionBehavior};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{fixed_window, sliding_log};
+
+/// An owned copy of [`ratewarden_core::Acquire`], to cross the thread boundary.
+#[derive(Debug)]
+pub(crate) struct OwnedAcquire {
+    pub policy: Policy,
+    pub key: Key,
+    pub attempt: ratewarden_core::Attempt,
+    pub audit_path: Option<String>,
+}
+
+/// What the worker is asked to do. Data only, so a failed batch could be
+/// retried and so the worker is the only code that touches SQL.
+#[derive(Debug)]
+pub(crate) enum Op {
+    Acquire(OwnedAcquire),
+    Status {
+        policy: Policy,
+        key: Key,
+        now: Timestamp,
+    },
+    Reset {
+        algorithm: Algorithm,
+        prefix: Key,
+    },
+    Prune {
+        algorithm: Algorithm,
+        longest_window: Duration,
+        now: Timestamp,
+    },
+}
+
+/// What an [`Op`] answers.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Decision(Decision),
+    Deleted(u64),
+}
+
+pub(crate) enum Job {
+    Run {
+        op: Op,
+        reply: oneshot::Sender<rusqlite::Result<Reply>>,
+    },
+    /// Finish what is queued, checkpoint the WAL, close the connection.
+    Close,
+}
+
+pub(crate) struct Worker {
+    pub conn: Connection,
+    pub jobs: mpsc::Receiver<Job>,
+    pub batch_max: usize,
+    pub audit_retention: Duration,
+}
+
+impl Worker {
+    pub(crate) fn run(mut self) {
+        let mut batch = Vec::with_capacity(self.batch_max);
+        while let Some(first) = self.jobs.blocking_recv() {
+            let mut closing = false;
+            for job in
+                std::iter::once(first).chain(std::iter::from_fn(|| self.jobs.try_recv().ok()))
+            {
+                match job {
+                    Job::Run { op, reply } => batch.push((op, reply)),
+                    Job::Close => closing = true,
+                }
+                if closing || batch.len() >= self.batch_max {
+                    break;
+                }
+            }
+            self.run_batch(&mut batch);
+            if closing {
+                break;
+            }
+        }
+        // Drain jobs sent after Close: they get "closed" by dropping their reply.
+        self.jobs.close();
+        if let Err(e) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+            tracing::warn!(error = %e, "WAL checkpoint at close failed");
+        }
+        if let Err((_, e)) = self.conn.close() {
+            tracing::warn!(error = %e, "closing the SQLite database failed");
+        }
+    }
+
+    fn run_batch(&mut self, batch: &mut Vec<(Op, oneshot::Sender<rusqlite::Result<Reply>>)>) {
+        let audit_retention = self.audit_retention;
+        let mut results = Vec::with_capacity(batch.len());
+        let committed = (|| -> rusqlite::Result<()> {
+            let mut tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for (op, _) in batch.iter() {
+                let mut sp = tx.savepoint()?;
+                let result = execute(&sp, op, audit_retention);
+                if result.is_ok() {
+                    sp.commit()?;
+                } else {
+                    sp.rollback()?;
+                }
+                results.push(result);
+            }
+            tx.commit()
+        })();
+        // The caller may have given up (timeout, cancelled request): ignore send errors.
+        match committed {
+            Ok(()) => {
+                for ((_, reply), result) in batch.drain(..).zip(results) {
+                    let _ = reply.send(result);
+                }
+            }
+            Err(e) => {
+                for (_, reply) in batch.drain(..) {
+                    let _ = reply.send(Err(clone_error(&e)));
+                }
+            }
+        }
+    }
+}
+
+fn execute(conn: &Connection, op: &Op, audit_retention: Duration) -> rusqlite::Result<Reply> {
+    Ok(match op {
+        Op::Acquire(a) => {
+            let request = ratewarden_core::Acquire {
+                policy: &a.policy,
+                key: &a.key,
+                attempt: a.attempt,
+                audit: a
+                    .audit_path
+                    .as_deref()
+                    .map(|path| ratewarden_core::Audit { path }),
+            };
+            Reply::Decision(match a.policy.algorithm {
+                Algorithm::FixedWindow => fixed_window::acquire(conn, &request)?,
+                Algorithm::SlidingLog => sliding_log::acquire(conn, &request)?,
+            })
+        }
+        Op::Status { policy, key, now } => Reply::Decision(match policy.algorithm {
+            Algorithm::FixedWindow => fixed_window::status(conn, policy, key, *now)?,
+            Algorithm::SlidingLog => sliding_log::status(conn, policy, key, *now)?,
+        }),
+        Op::Reset { algorithm, prefix } => Reply::Deleted(match algorithm {
+            Algorithm::FixedWindow => fixed_window::reset(conn, prefix)?,
+            Algorithm::SlidingLog => sliding_log::reset(conn, prefix)?,
+        }),
+        Op::Prune {
+            algorithm,
+            longest_window,
+            now,
+        } => Reply::Deleted(match algorithm {
+            Algorithm::FixedWindow => {
+                fixed_window::prune(conn, *longest_window, *now)?
+                    + fixed_window::prune_audit(conn, audit_retention, *now)?
+            }
+            Algorithm::SlidingLog => sliding_log::prune(conn, *longest_window, *now)?,
+        }),
+    })
+}
+
+/// rusqlite errors are not `Clone`; a failed commit answers every job of
+/// the batch with the same failure.
+fn clone_error(e: &rusqlite::Error) -> rusqlite::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(code, msg) => {
+            rusqlite::Error::SqliteFailure(*code, msg.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
