@@ -86,6 +86,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Whether [`Acquire::audit`] entries are kept.
     fn keeps_audit_log(&self) -> bool;
+
+    /// Finishes queued work and releases the store's resources (SQLite:
+    /// checkpoint and close the file). Later calls fail with
+    /// [`StoreError::Closed`]. Idempotent; the default does nothing.
+    async fn close(&self) {}
 }
 
 /// Why a store could not answer. A denial is never an error.

@@ -1,1 +1,57 @@
-fn main() {}
+//! The `ratewarden` binary: parse flags, set up logs, build, run.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use ratewarden_core::SystemClock;
+use ratewarden_server::config::{ADMIN_KEY_ENV, Cli, Command};
+use ratewarden_server::startup::{Application, shutdown_signal};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("RATEWARDEN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
+    let settings = args
+        .into_settings(std::env::var(ADMIN_KEY_ENV).ok())
+        .context("invalid configuration")?;
+    tracing::info!(
+        listen = %settings.listen,
+        store = ?settings.store,
+        ping = ?settings.ping,
+        check = ?settings.check,
+        ping_key = ?settings.ping_key,
+        on_store_error = ?settings.on_store_error,
+        admin_key = if settings.admin_key.is_some() { "set" } else { "unset: resets are refused" },
+        audit_retention_secs = settings.audit_retention.as_secs(),
+        max_body_bytes = settings.max_body_bytes,
+        "starting ratewarden"
+    );
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let app = Application::build(settings, Arc::new(SystemClock)).await?;
+        tracing::info!(addr = %app.local_addr(), "listening");
+        app.run_until_stopped(shutdown_signal())
+            .await
+            .context("server failed")
+    })
+}

@@ -107,7 +107,8 @@ mod tests {
     #[test]
     fn seed_keys_are_stored_as_the_seeds_store_them() {
         assert!(is_text(window_key(&Key::single("alice").unwrap()), "alice"));
-        let (id, endpoint) = event_key(&Key::new(["7", "/orders"]).unwrap());
+        let key = Key::new(["7", "/orders"]).unwrap();
+        let (id, endpoint) = event_key(&key);
         assert_eq!(id, 7);
         assert!(is_text(endpoint, "/orders"));
     }

@@ -154,17 +154,6 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Finishes queued operations, checkpoints the WAL and closes the
-    /// database; later calls fail with [`StoreError::Closed`]. Idempotent.
-    pub async fn close(&self) {
-        let _ = self.jobs.send(Job::Close).await;
-        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
-        if let Some(thread) = thread {
-            // Joining blocks until the checkpoint is done: keep it off the runtime.
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
-    }
-
     async fn run(&self, op: Op) -> Result<Reply, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
@@ -242,6 +231,17 @@ impl Store for SqliteStore {
 
     fn keeps_audit_log(&self) -> bool {
         true
+    }
+
+    /// Finishes queued operations, checkpoints the WAL and closes the
+    /// database; later calls fail with [`StoreError::Closed`]. Idempotent.
+    async fn close(&self) {
+        let _ = self.jobs.send(Job::Close).await;
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(thread) = thread {
+            // Joining blocks until the checkpoint is done: keep it off the runtime.
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
     }
 }
 

@@ -1,0 +1,391 @@
+//! Configuration: command-line flags, each also readable from a
+//! `RATEWARDEN_*` environment variable (a flag wins over its variable),
+//! validated once into [`Settings`]. Error messages name the setting and
+//! the offending value.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipnet::IpNet;
+use ratewarden_core::{Algorithm, Policy, Quota};
+
+/// The environment variable that holds the admin key. Never a flag, so it
+/// cannot leak through `ps` or shell history.
+pub const ADMIN_KEY_ENV: &str = "RATEWARDEN_ADMIN_KEY";
+
+/// `ratewarden`: a rate-limiting service.
+#[derive(Debug, Parser)]
+#[command(name = "ratewarden", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service.
+    Serve(ServeArgs),
+}
+
+/// Flags of `ratewarden serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "RATEWARDEN_LISTEN",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub listen: SocketAddr,
+
+    /// SQLite database file (created when missing).
+    #[arg(
+        long,
+        env = "RATEWARDEN_DB",
+        default_value = "./ratewarden.db",
+        value_name = "PATH"
+    )]
+    pub db: PathBuf,
+
+    /// Requests allowed per window on GET /ping (0 refuses every request).
+    #[arg(long, env = "RATEWARDEN_PING_LIMIT", default_value = "3", value_name = "N",
+          value_parser = parse_limit, allow_negative_numbers = true)]
+    pub ping_limit: u64,
+
+    /// Fixed-window length of GET /ping, in whole seconds.
+    #[arg(long, env = "RATEWARDEN_PING_WINDOW", default_value = "60", value_name = "SECS",
+          value_parser = parse_window_secs, allow_negative_numbers = true)]
+    pub ping_window: u64,
+
+    /// Checks allowed per sliding window on POST /rate/check, per user and endpoint.
+    #[arg(long, env = "RATEWARDEN_CHECK_LIMIT", default_value = "10", value_name = "N",
+          value_parser = parse_limit, allow_negative_numbers = true)]
+    pub check_limit: u64,
+
+    /// Sliding-window length of POST /rate/check, in whole seconds.
+    #[arg(long, env = "RATEWARDEN_CHECK_WINDOW", default_value = "60", value_name = "SECS",
+          value_parser = parse_window_secs, allow_negative_numbers = true)]
+    pub check_window: u64,
+
+    /// Where GET /ping takes its key from.
+    #[arg(long, env = "RATEWARDEN_PING_KEY", value_enum, default_value_t = KeySourceArg::Header)]
+    pub ping_key: KeySourceArg,
+
+    /// Proxies whose X-Forwarded-For is believed (IP or CIDR; repeat the flag
+    /// or separate with commas). Only used with `--ping-key forwarded`.
+    #[arg(long = "trusted-proxy", env = "RATEWARDEN_TRUSTED_PROXIES", value_delimiter = ',',
+          value_name = "IP|CIDR", value_parser = parse_net)]
+    pub trusted_proxies: Vec<IpNet>,
+
+    /// What a decision does when the store cannot be reached: `open` allows
+    /// the request (logged and counted), `closed` answers 503.
+    #[arg(long, env = "RATEWARDEN_ON_STORE_ERROR", value_enum, default_value_t = FailurePolicy::Open)]
+    pub on_store_error: FailurePolicy,
+
+    /// How long audit-log rows (one per allowed /ping) are kept, in whole seconds.
+    #[arg(long, env = "RATEWARDEN_AUDIT_RETENTION", default_value = "604800", value_name = "SECS",
+          value_parser = parse_window_secs, allow_negative_numbers = true)]
+    pub audit_retention: u64,
+
+    /// Largest accepted request body, in bytes; larger ones get 413.
+    #[arg(long, env = "RATEWARDEN_MAX_BODY_BYTES", default_value = "16384", value_name = "BYTES",
+          value_parser = parse_body_limit, allow_negative_numbers = true)]
+    pub max_body_bytes: usize,
+}
+
+/// `--ping-key` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeySourceArg {
+    /// The `X-Client-Key` header, `127.0.0.1` when missing or empty (seed A;
+    /// a client can forge it).
+    Header,
+    /// The TCP peer address.
+    PeerIp,
+    /// The client address from `X-Forwarded-For`, believed only when the
+    /// peer is a `--trusted-proxy`.
+    Forwarded,
+}
+
+/// Where GET /ping takes its key from (SPEC section 1, "Key source").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// The `X-Client-Key` header; `127.0.0.1` when missing or empty.
+    Header,
+    /// The TCP peer IP address.
+    PeerIp,
+    /// The rightmost `X-Forwarded-For` address that is not a trusted proxy,
+    /// when the peer itself is a trusted proxy; otherwise the peer address.
+    Forwarded {
+        /// The proxies whose header is believed.
+        trusted: Vec<IpNet>,
+    },
+}
+
+/// What decisions do when the store fails transiently (SPEC section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailurePolicy {
+    /// Allow the request, log a warning, count it in
+    /// `ratewarden_store_failures_total{policy="open"}`.
+    Open,
+    /// Refuse with 503 problem details.
+    Closed,
+}
+
+/// The admin key. Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminKey(String);
+
+impl AdminKey {
+    /// `None` for an unset or empty key: every reset is then refused (fail
+    /// closed, seed B).
+    pub fn new(key: Option<String>) -> Option<AdminKey> {
+        key.filter(|k| !k.is_empty()).map(AdminKey)
+    }
+
+    /// The key's bytes, for the constant-time comparison.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl fmt::Debug for AdminKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AdminKey(<redacted>)")
+    }
+}
+
+/// Where limiter state is kept. The one place that names every store; see
+/// [`crate::startup::open_store`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// Embedded SQLite at this path.
+    Sqlite(PathBuf),
+}
+
+/// Validated settings of the service.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Address to listen on (port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// Where state lives.
+    pub store: StoreConfig,
+    /// GET /ping: fixed window, seed A.
+    pub ping: Policy,
+    /// POST /rate/check: sliding log per (user, endpoint), seed B.
+    pub check: Policy,
+    /// Where GET /ping takes its key from.
+    pub ping_key: KeySource,
+    /// Fail open or closed on transient store errors.
+    pub on_store_error: FailurePolicy,
+    /// The admin key; `None` refuses every reset.
+    pub admin_key: Option<AdminKey>,
+    /// Audit-log retention.
+    pub audit_retention: Duration,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// A setting that is well-formed alone but wrong in combination.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A limit or window that the engine refuses.
+    #[error("invalid {setting}: {source}")]
+    Quota {
+        /// The flag, e.g. `--ping-window`.
+        setting: &'static str,
+        /// Why.
+        source: ratewarden_core::QuotaError,
+    },
+    /// `--ping-key forwarded` without any `--trusted-proxy`.
+    #[error(
+        "--ping-key forwarded needs at least one --trusted-proxy (RATEWARDEN_TRUSTED_PROXIES); without one X-Forwarded-For is never believed"
+    )]
+    NoTrustedProxy,
+}
+
+impl ServeArgs {
+    /// Validates the flags into [`Settings`]; `admin_key` comes from
+    /// [`ADMIN_KEY_ENV`].
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the setting.
+    pub fn into_settings(self, admin_key: Option<String>) -> Result<Settings, ConfigError> {
+        let policy = |name: &str, algorithm, limit, window_secs, setting| {
+            Quota::new(limit, Duration::from_secs(window_secs))
+                .map(|quota| Policy {
+                    name: name.to_owned(),
+                    algorithm,
+                    quota,
+                })
+                .map_err(|source| ConfigError::Quota { setting, source })
+        };
+        let ping_key = match self.ping_key {
+            KeySourceArg::Header => KeySource::Header,
+            KeySourceArg::PeerIp => KeySource::PeerIp,
+            KeySourceArg::Forwarded if self.trusted_proxies.is_empty() => {
+                return Err(ConfigError::NoTrustedProxy);
+            }
+            KeySourceArg::Forwarded => KeySource::Forwarded {
+                trusted: self.trusted_proxies,
+            },
+        };
+        Ok(Settings {
+            listen: self.listen,
+            store: StoreConfig::Sqlite(self.db),
+            ping: policy(
+                "ping",
+                Algorithm::FixedWindow,
+                self.ping_limit,
+                self.ping_window,
+                "--ping-limit/--ping-window",
+            )?,
+            check: policy(
+                "check",
+                Algorithm::SlidingLog,
+                self.check_limit,
+                self.check_window,
+                "--check-limit/--check-window",
+            )?,
+            ping_key,
+            on_store_error: self.on_store_error,
+            admin_key: AdminKey::new(admin_key),
+            audit_retention: Duration::from_secs(self.audit_retention),
+            max_body_bytes: self.max_body_bytes,
+        })
+    }
+}
+
+fn whole_number(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("'{s}' is not a whole number of 0 or more"));
+    }
+    t.parse::<u64>().map_err(|_| format!("'{s}' is too large"))
+}
+
+/// A limit: a whole number from 0 (refuse everything) up to 2^63 − 2.
+fn parse_limit(s: &str) -> Result<u64, String> {
+    let n = whole_number(s)?;
+    if n >= ratewarden_core::quota::MAX_COUNT {
+        return Err(format!(
+            "'{s}' is too large; the maximum is {}",
+            ratewarden_core::quota::MAX_COUNT - 1
+        ));
+    }
+    Ok(n)
+}
+
+/// A duration in whole seconds, at least 1 (SPEC section 5: a window of 0
+/// is refused) and at most 100 years.
+fn parse_window_secs(s: &str) -> Result<u64, String> {
+    const MAX: u64 = 100 * 365 * 24 * 60 * 60;
+    match whole_number(s)? {
+        0 => Err(format!("'{s}' must be at least 1 second")),
+        n if n > MAX => Err(format!(
+            "'{s}' is longer than the maximum of {MAX} seconds (100 years)"
+        )),
+        n => Ok(n),
+    }
+}
+
+fn parse_body_limit(s: &str) -> Result<usize, String> {
+    let n = whole_number(s)?;
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("'{s}' must be at least 1 byte"))
+}
+
+fn parse_net(s: &str) -> Result<IpNet, String> {
+    let t = s.trim();
+    t.parse::<IpNet>()
+        .or_else(|_| t.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("'{s}' is neither an IP address nor a CIDR block"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let argv = ["ratewarden", "serve"].iter().chain(args);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Serve(a) => a,
+        })
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let s = serve(&[]).unwrap().into_settings(None).unwrap();
+        assert_eq!(
+            (s.ping.quota.limit(), s.ping.quota.window()),
+            (3, Duration::from_secs(60))
+        );
+        assert_eq!(
+            (s.check.quota.limit(), s.check.quota.window()),
+            (10, Duration::from_secs(60))
+        );
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(s.ping_key, KeySource::Header);
+        assert!(s.admin_key.is_none());
+    }
+
+    #[test]
+    fn invalid_numbers_are_refused_with_the_setting_and_value_named() {
+        for (flag, value) in [
+            ("--ping-window", "0"),
+            ("--ping-window", "-5"),
+            ("--check-window", "1.5"),
+            ("--ping-limit", "-1"),
+            ("--check-limit", "ten"),
+            ("--ping-limit", "2.0"),
+            ("--ping-limit", "99999999999999999999"),
+        ] {
+            let err = serve(&[flag, value]).unwrap_err().to_string();
+            assert!(
+                err.contains(flag) && err.contains(value),
+                "{flag} {value}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_limit_of_zero_is_accepted() {
+        let s = serve(&["--ping-limit", "0"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap();
+        assert_eq!(s.ping.quota.limit(), 0);
+    }
+
+    #[test]
+    fn an_empty_admin_key_means_none_and_is_never_printed() {
+        assert!(AdminKey::new(Some(String::new())).is_none());
+        let key = AdminKey::new(Some("s3cret".into())).unwrap();
+        assert!(!format!("{key:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn forwarded_needs_a_trusted_proxy() {
+        let err = serve(&["--ping-key", "forwarded"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap_err();
+        assert!(err.to_string().contains("--trusted-proxy"));
+        let ok = serve(&[
+            "--ping-key",
+            "forwarded",
+            "--trusted-proxy",
+            "10.0.0.0/8,127.0.0.1",
+        ])
+        .unwrap();
+        let s = ok.into_settings(None).unwrap();
+        assert!(matches!(s.ping_key, KeySource::Forwarded { trusted } if trusted.len() == 2));
+    }
+}

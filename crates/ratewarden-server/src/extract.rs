@@ -1,0 +1,195 @@
+//! Reading and validating request input (SPEC section 2's validation table
+//! and section 5's decisions). Every failure is an [`ApiError`].
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, header};
+use percent_encoding::percent_decode;
+
+use crate::problem::ApiError;
+use crate::state::AppState;
+
+/// The longest `endpoint`, in Unicode scalar values (seed B, SPEC section 2).
+pub const MAX_ENDPOINT_CHARS: usize = 128;
+
+/// A user id, 1 to 2^63 − 1, from ASCII digits with leading zeros allowed
+/// (`05` is 5). `+5`, ` 5`, `1e3`, `0x10`, `-1`, `0` and non-ASCII digits
+/// are invalid (SPEC section 5).
+pub fn parse_user_id(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let digits = std::str::from_utf8(raw).ok()?;
+    let id = digits.parse::<u64>().ok()?;
+    (1..=i64::MAX as u64).contains(&id).then_some(id)
+}
+
+/// The `X-User-Id` header as a user id.
+///
+/// # Errors
+/// 400 when it is missing, repeated or not a valid user id.
+pub fn user_id(headers: &HeaderMap) -> Result<u64, ApiError> {
+    let mut values = headers.get_all("x-user-id").iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(ApiError::bad_request(
+            "send exactly one X-User-Id header with a positive integer user id",
+        ));
+    };
+    parse_user_id(value.as_bytes()).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "X-User-Id '{}' is not a user id: use ASCII digits for a number from 1 to {}",
+            value.as_bytes().escape_ascii(),
+            i64::MAX
+        ))
+    })
+}
+
+/// The value of query parameter `name`, percent-decoded to bytes (`+` is a
+/// space, as in HTML forms). `None` when absent.
+///
+/// # Errors
+/// 422 when the parameter is given more than once (which one counts would
+/// be ambiguous).
+pub fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, ApiError> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if decode(k) != name.as_bytes() {
+            continue;
+        }
+        if found.is_some() {
+            return Err(ApiError::unprocessable(format!(
+                "query parameter '{name}' is given more than once"
+            )));
+        }
+        found = Some(decode(v));
+    }
+    Ok(found)
+}
+
+fn decode(s: &str) -> Vec<u8> {
+    let spaced = s.replace('+', " ");
+    percent_decode(spaced.as_bytes()).collect()
+}
+
+/// A valid `endpoint`: a non-empty string of at most
+/// [`MAX_ENDPOINT_CHARS`] Unicode scalar values.
+///
+/// # Errors
+/// 422 naming the rule that failed.
+pub fn endpoint(raw: Option<&[u8]>) -> Result<String, ApiError> {
+    let raw = raw.ok_or_else(|| ApiError::unprocessable("'endpoint' is required"))?;
+    let text = std::str::from_utf8(raw)
+        .map_err(|_| ApiError::unprocessable("'endpoint' must be UTF-8 text"))?;
+    if text.is_empty() {
+        return Err(ApiError::unprocessable("'endpoint' must not be empty"));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_ENDPOINT_CHARS {
+        return Err(ApiError::unprocessable(format!(
+            "'endpoint' is {chars} characters long; the maximum is {MAX_ENDPOINT_CHARS}"
+        )));
+    }
+    Ok(text.to_owned())
+}
+
+/// A request body that is a JSON object. Rejections are problem details:
+/// 413 over `--max-body-bytes`, 415 for a non-JSON content type, 400 for
+/// an empty body, invalid JSON or JSON that is not an object.
+#[derive(Debug)]
+pub struct JsonObject(pub serde_json::Map<String, serde_json::Value>);
+
+impl FromRequest<AppState> for JsonObject {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<JsonObject, ApiError> {
+        if let Some(ctype) = request.headers().get(header::CONTENT_TYPE) {
+            let ctype = ctype.to_str().unwrap_or("").to_ascii_lowercase();
+            let essence = ctype.split(';').next().unwrap_or("").trim();
+            if essence != "application/json" && !essence.ends_with("+json") {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "send the body as application/json, not '{essence}'"
+                )));
+            }
+        }
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::payload_too_large(state.max_body_bytes)
+                } else {
+                    ApiError::bad_request("the request body could not be read")
+                }
+            })?;
+        if body.is_empty() {
+            return Err(ApiError::bad_request(
+                "a JSON object body is required, e.g. {\"endpoint\": \"/orders\"}",
+            ));
+        }
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(serde_json::Value::Object(map)) => Ok(JsonObject(map)),
+            Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
+            Err(e) => Err(ApiError::bad_request(format!(
+                "the body is not valid JSON: {e}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_ids_follow_spec_section_5() {
+        for (raw, id) in [
+            ("5", Some(5)),
+            ("05", Some(5)),
+            ("9223372036854775807", Some(i64::MAX as u64)),
+        ] {
+            assert_eq!(parse_user_id(raw.as_bytes()), id, "{raw}");
+        }
+        for raw in [
+            "",
+            "0",
+            "000",
+            "-1",
+            "+5",
+            " 5",
+            "5 ",
+            "1e3",
+            "0x10",
+            "1.5",
+            "abc",
+            "null",
+            "9223372036854775808",
+            "٣",
+        ] {
+            assert_eq!(parse_user_id(raw.as_bytes()), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn query_params_are_percent_decoded_and_must_be_unique() {
+        let q = Some("a=1&key=%27%3B%20x+y&b");
+        assert_eq!(query_param(q, "key").unwrap(), Some(b"'; x y".to_vec()));
+        assert_eq!(query_param(q, "b").unwrap(), Some(Vec::new()));
+        assert_eq!(query_param(q, "missing").unwrap(), None);
+        assert_eq!(query_param(Some("k=%FF"), "k").unwrap(), Some(vec![0xff]));
+        assert_eq!(query_param(Some("k=1&k=2"), "k").unwrap_err().status(), 422);
+    }
+
+    #[test]
+    fn endpoints_are_bounded_in_unicode_scalar_values() {
+        assert!(endpoint(Some("e".repeat(128).as_bytes())).is_ok());
+        assert!(endpoint(Some("é".repeat(128).as_bytes())).is_ok());
+        assert_eq!(
+            endpoint(Some("e".repeat(129).as_bytes()))
+                .unwrap_err()
+                .status(),
+            422
+        );
+        assert_eq!(endpoint(Some(b"")).unwrap_err().status(), 422);
+        assert_eq!(endpoint(None).unwrap_err().status(), 422);
+    }
+}

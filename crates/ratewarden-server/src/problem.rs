@@ -1,0 +1,232 @@
+//! Every error as RFC 9457 problem details (`application/problem+json`),
+//! from one [`ApiError`] type so handlers can use `?`.
+
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use ratewarden_core::StoreError;
+use serde::Serialize;
+
+/// The URI prefix of ratewarden's problem types.
+pub const TYPE_PREFIX: &str = "urn:ratewarden:problem:";
+
+/// An error answer. The `detail` goes to the client, so it never carries
+/// SQL, a stack trace or a secret; internal causes are logged instead.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    status: StatusCode,
+    kind: &'static str,
+    title: &'static str,
+    detail: String,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    extensions: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ApiError {
+    fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> ApiError {
+        ApiError {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            headers: Vec::new(),
+            extensions: serde_json::Map::new(),
+        }
+    }
+
+    /// 400: a malformed request (header, body).
+    pub fn bad_request(detail: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            "Bad Request",
+            detail,
+        )
+    }
+
+    /// 403: missing or wrong admin key, or none configured (fail closed).
+    pub fn forbidden(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail)
+    }
+
+    /// 404: no such route or resource.
+    pub fn not_found(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not-found", "Not Found", detail)
+    }
+
+    /// 405: the route exists, the method does not.
+    pub fn method_not_allowed(detail: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method Not Allowed",
+            detail,
+        )
+    }
+
+    /// 413: the body is over `--max-body-bytes`.
+    pub fn payload_too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Content Too Large",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// 415: a body that does not claim to be JSON.
+    pub fn unsupported_media_type(detail: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Unsupported Media Type",
+            detail,
+        )
+    }
+
+    /// 422: well-formed but invalid input (a missing or too long parameter).
+    pub fn unprocessable(detail: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation-failed",
+            "Unprocessable Content",
+            detail,
+        )
+    }
+
+    /// 429 with `Retry-After` in whole seconds, rounded up (SPEC section 3).
+    pub fn rate_limited(
+        detail: String,
+        retry_after: Duration,
+        limit: u64,
+        window: Duration,
+    ) -> ApiError {
+        let secs = ratewarden_core::ceil_secs(retry_after).max(1);
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limit-exceeded",
+            "Too Many Requests",
+            detail,
+        );
+        e.headers
+            .push((header::RETRY_AFTER, HeaderValue::from(secs)));
+        e.extensions.insert("limit".into(), limit.into());
+        e.extensions.insert(
+            "window_seconds".into(),
+            ratewarden_core::ceil_secs(window).into(),
+        );
+        e.extensions.insert("retry_after".into(), secs.into());
+        e
+    }
+
+    /// 503: the store is unavailable and the operation must not pretend.
+    pub fn unavailable(error: &StoreError) -> ApiError {
+        tracing::warn!(%error, "store unavailable");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable",
+            "Service Unavailable",
+            "the rate-limit store is unavailable; try again shortly",
+        )
+    }
+
+    /// 500: a bug or a permanent store failure. The cause is logged, the
+    /// client gets a generic text.
+    pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
+        tracing::error!(%cause, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal Server Error",
+            "the server failed to handle the request",
+        )
+    }
+
+    /// Adds response headers (the rate-limit headers of a 429).
+    pub fn with_headers(
+        mut self,
+        headers: impl IntoIterator<Item = (HeaderName, HeaderValue)>,
+    ) -> ApiError {
+        self.headers.extend(headers);
+        self
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The response, with `instance` set to the request path when known.
+    fn render(self, instance: Option<&str>) -> Response {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            r#type: String,
+            title: &'a str,
+            status: u16,
+            detail: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            instance: Option<&'a str>,
+            #[serde(flatten)]
+            extensions: &'a serde_json::Map<String, serde_json::Value>,
+        }
+        let body = Body {
+            r#type: format!("{TYPE_PREFIX}{}", self.kind),
+            title: self.title,
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            instance,
+            extensions: &self.extensions,
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        let mut response = (self.status, json).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        headers.extend(self.headers);
+        response
+    }
+}
+
+/// The body lacks `instance` here: the error is also kept in the response's
+/// extensions, and [`with_instance`] (a middleware on every route) renders
+/// it again with the request path.
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = self.clone().render(None);
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+/// Middleware: fills in the problem `instance` (the request path) of every
+/// [`ApiError`] response, whichever handler or fallback produced it.
+pub async fn with_instance(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = request.uri().path().to_owned();
+    let mut response = next.run(request).await;
+    match response.extensions_mut().remove::<ApiError>() {
+        Some(error) => error.render(Some(&path)),
+        None => response,
+    }
+}
+
+/// Store errors: transient ones are 503, permanent ones 500.
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        if e.is_transient() || matches!(e, StoreError::Closed) {
+            ApiError::unavailable(&e)
+        } else {
+            ApiError::internal(&e)
+        }
+    }
+}

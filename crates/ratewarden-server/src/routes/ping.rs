@@ -1,0 +1,71 @@
+//! `GET /ping`: the fixed-window route of seed A (SPEC section 1).
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use ratewarden_core::algorithm::fixed_window;
+use ratewarden_core::{Audit, Decision, Key, Policy, Timestamp, ceil_secs};
+use serde::Serialize;
+
+use crate::key_source::client_key;
+use crate::problem::ApiError;
+use crate::state::AppState;
+
+/// The body of `GET /ping` and `GET /status` (SPEC section 1).
+#[derive(Debug, Serialize)]
+pub struct WindowUsage {
+    /// The client key (invalid UTF-8 replaced by U+FFFD).
+    pub key: String,
+    /// Attempts in the current window, refused ones included.
+    pub count: u64,
+    /// Requests allowed per window.
+    pub limit: u64,
+    /// Requests that can still pass in this window.
+    pub remaining: u64,
+    /// The current window's start, UTC `YYYY-MM-DDTHH:MM:SSZ`.
+    pub window_start: String,
+    /// The window length, in seconds.
+    pub window_seconds: u64,
+    /// Seconds until the window ends, rounded up.
+    pub reset_after: u64,
+}
+
+impl WindowUsage {
+    /// The usage of `key` under `policy` as `decision` reports it at `now`.
+    pub fn new(key: &[u8], policy: &Policy, decision: &Decision, now: Timestamp) -> WindowUsage {
+        let k = fixed_window::window_index(&policy.quota, now);
+        WindowUsage {
+            key: String::from_utf8_lossy(key).into_owned(),
+            count: decision.used,
+            limit: decision.limit,
+            remaining: decision.remaining,
+            window_start: super::iso_seconds(fixed_window::window_start(&policy.quota, k)),
+            window_seconds: ceil_secs(policy.quota.window()),
+            reset_after: ceil_secs(decision.reset_after),
+        }
+    }
+}
+
+/// Counts the request against its client key; 200 or 429.
+pub async fn handle(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let raw = client_key(&state.ping_key, &headers, peer);
+    let key = Key::single(&raw)
+        .map_err(|e| ApiError::bad_request(format!("the client key is not usable: {e}")))?;
+    let (decision, now) = state
+        .acquire(&state.ping, &key, Some(Audit { path: "/ping" }))
+        .await?;
+    let body = WindowUsage::new(&raw, &state.ping, &decision, now);
+    Ok(super::limited(&state.ping, &decision, body, || {
+        format!(
+            "{} for key '{}'.",
+            super::limit_text(&state.ping),
+            raw.escape_ascii()
+        )
+    }))
+}

@@ -1,0 +1,173 @@
+//! Building and running the application. [`Application::build`] binds the
+//! listener (so tests know the port) before [`Application::run_until_stopped`]
+//! serves.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use ratewarden_core::{Clock, Store};
+use ratewarden_sqlite::{SqliteOptions, SqliteStore};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Settings, StoreConfig};
+use crate::prune::Pruner;
+use crate::routes;
+use crate::state::AppState;
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// The store could not be opened.
+    #[error("cannot open the store {store}: {source}")]
+    Store {
+        /// Which store (path or URL, without secrets).
+        store: String,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The `--listen` address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The composition root of the store: the one function that turns a
+/// [`StoreConfig`] into a [`Store`].
+///
+/// # Errors
+/// [`StartupError::Store`] when it cannot be opened.
+pub fn open_store(
+    config: &StoreConfig,
+    settings: &Settings,
+) -> Result<Arc<dyn Store>, StartupError> {
+    match config {
+        StoreConfig::Sqlite(path) => {
+            let options = SqliteOptions {
+                audit_retention: settings.audit_retention,
+                ..SqliteOptions::default()
+            };
+            let store = SqliteStore::open(path, options).map_err(|e| StartupError::Store {
+                store: format!("sqlite:{}", path.display()),
+                source: Box::new(e),
+            })?;
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// A bound, ready-to-run service.
+#[derive(Debug)]
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+}
+
+impl Application {
+    /// Opens the store and binds the listener; `clock` is the only source of
+    /// time (a [`ratewarden_core::ManualClock`] in tests).
+    ///
+    /// # Errors
+    /// [`StartupError`] when the store cannot be opened or the address bound.
+    pub async fn build(
+        settings: Settings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Application, StartupError> {
+        let store = open_store(&settings.store, &settings)?;
+        let listener =
+            TcpListener::bind(settings.listen)
+                .await
+                .map_err(|source| StartupError::Bind {
+                    addr: settings.listen,
+                    source,
+                })?;
+        let pruner = Pruner::new(
+            Arc::clone(&store),
+            Arc::clone(&clock),
+            [
+                (settings.ping.algorithm, settings.ping.quota.window()),
+                (settings.check.algorithm, settings.check.quota.window()),
+            ],
+        );
+        let state = AppState {
+            store,
+            clock,
+            ping: Arc::new(settings.ping),
+            check: Arc::new(settings.check),
+            ping_key: Arc::new(settings.ping_key),
+            on_store_error: settings.on_store_error,
+            admin_key: settings.admin_key.map(Arc::new),
+            max_body_bytes: settings.max_body_bytes,
+            pruner: Arc::new(pruner),
+        };
+        Ok(Application { listener, state })
+    }
+
+    /// The bound address (useful with port 0).
+    ///
+    /// # Panics
+    /// Never: a bound listener always has a local address.
+    pub fn local_addr(&self) -> SocketAddr {
+        #[allow(clippy::expect_used)] // a bound TCP listener always has an address
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    /// Serves until `shutdown` completes, then lets in-flight requests
+    /// finish, stops the pruning task and closes the store.
+    ///
+    /// # Errors
+    /// The server's I/O error, if serving fails.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let stop = CancellationToken::new();
+        let pruning = tokio::spawn(Arc::clone(&self.state.pruner).run_until(stop.clone()));
+        let store = Arc::clone(&self.state.store);
+        let app = routes::router(self.state).into_make_service_with_connect_info::<SocketAddr>();
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        stop.cancel();
+        let _ = pruning.await;
+        store.close().await;
+        tracing::info!("stopped");
+        served
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

@@ -1,0 +1,86 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use ratewarden_core::{
+    Acquire, Attempt, Audit, Clock, Decision, Key, Outcome, Policy, Store, Timestamp,
+};
+
+use crate::config::{AdminKey, FailurePolicy, KeySource};
+use crate::problem::ApiError;
+use crate::prune::Pruner;
+
+/// Shared application state; cheap to clone (all `Arc`s).
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// Where limiter state lives.
+    pub store: Arc<dyn Store>,
+    /// The only source of "now" (a manual clock in tests).
+    pub clock: Arc<dyn Clock>,
+    /// GET /ping's fixed window.
+    pub ping: Arc<Policy>,
+    /// POST /rate/check's sliding log.
+    pub check: Arc<Policy>,
+    /// Where GET /ping takes its key from.
+    pub ping_key: Arc<KeySource>,
+    /// Fail open or closed on transient store errors.
+    pub on_store_error: FailurePolicy,
+    /// `None`: every reset is refused.
+    pub admin_key: Option<Arc<AdminKey>>,
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Deletes expired state; also sampled from requests.
+    pub pruner: Arc<Pruner>,
+}
+
+impl AppState {
+    /// Decides one request of cost 1 for `key` under `policy` now, and
+    /// records it (with an audit row when `audit` is given and the request
+    /// passes). On a transient store error the decision follows
+    /// `--on-store-error`: open allows (logged, counted), closed is 503.
+    ///
+    /// # Errors
+    /// [`ApiError`] 503 / 500 when the store fails and the request is not
+    /// let through.
+    pub async fn acquire(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        audit: Option<Audit<'_>>,
+    ) -> Result<(Decision, Timestamp), ApiError> {
+        let now = self.clock.now();
+        let request = Acquire {
+            policy,
+            key,
+            attempt: Attempt::one(now),
+            audit,
+        };
+        let result = self.store.acquire(request).await;
+        self.pruner.sample();
+        match result {
+            Ok(decision) => Ok((decision, now)),
+            Err(e) if e.is_transient() && self.on_store_error == FailurePolicy::Open => {
+                tracing::warn!(policy = %policy.name, %key, error = %e, "store unavailable; failing open");
+                metrics::counter!("ratewarden_store_failures_total", "policy" => "open")
+                    .increment(1);
+                Ok((fail_open(policy), now))
+            }
+            Err(e) => {
+                metrics::counter!("ratewarden_store_failures_total", "policy" => "closed")
+                    .increment(1);
+                Err(e.into())
+            }
+        }
+    }
+}
+
+/// The decision reported when failing open: allowed, nothing counted.
+fn fail_open(policy: &Policy) -> Decision {
+    Decision {
+        outcome: Outcome::Allowed,
+        limit: policy.quota.limit(),
+        remaining: policy.quota.limit(),
+        used: 0,
+        reset_after: std::time::Duration::ZERO,
+    }
+}
