@@ -19,6 +19,7 @@ pub const MAX_COUNT: u64 = i64::MAX as u64;
 pub struct Quota {
     limit: u64,
     window_nanos: NonZeroU64,
+    burst: Option<u64>,
 }
 
 /// Why a [`Quota`] could not be built.
@@ -53,7 +54,23 @@ impl Quota {
         Ok(Quota {
             limit,
             window_nanos,
+            burst: None,
         })
+    }
+
+    /// The same quota with GCRA burst `burst` (how many units may pass at
+    /// once after a quiet period); other algorithms ignore it. Capped below
+    /// [`MAX_COUNT`].
+    pub fn with_burst(self, burst: u64) -> Quota {
+        Quota {
+            burst: Some(burst.min(MAX_COUNT - 1)),
+            ..self
+        }
+    }
+
+    /// The GCRA burst: as set by [`Quota::with_burst`], else the limit.
+    pub fn burst(&self) -> u64 {
+        self.burst.unwrap_or(self.limit)
     }
 
     /// The number of units allowed per window.

@@ -4,4 +4,6 @@
 //! call these inside their atomic step.
 
 pub mod fixed_window;
+pub mod gcra;
 pub mod sliding_log;
+pub mod sliding_window;
