@@ -140,7 +140,7 @@ impl FromStr for Algorithm {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// Short identifier, e.g. `ping`.
-    pub name: String,
+    pub name: std::sync::Arc<str>,
     /// How the quota is enforced.
     pub algorithm: Algorithm,
     /// The limit per window.

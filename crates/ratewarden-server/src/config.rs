@@ -219,7 +219,7 @@ impl ServeArgs {
         let policy = |name: &str, algorithm, limit, window_secs, setting| {
             Quota::new(limit, Duration::from_secs(window_secs))
                 .map(|quota| Policy {
-                    name: name.to_owned(),
+                    name: name.into(),
                     algorithm,
                     quota,
                 })

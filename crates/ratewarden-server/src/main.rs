@@ -10,6 +10,12 @@ use ratewarden_server::config::{ADMIN_KEY_ENV, Cli, Command};
 use ratewarden_server::startup::{Application, shutdown_signal};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc: requests allocate on tokio threads and free on the SQLite
+/// thread; glibc's malloc pays for that cross-thread traffic in locks and
+/// consolidation (measured in BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

@@ -3,6 +3,7 @@
 //! suggests. The task stops on the shutdown token.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use ratewarden_core::{Algorithm, Clock, Store};
@@ -15,10 +16,17 @@ pub struct Pruner {
     clock: Arc<dyn Clock>,
     /// (algorithm, longest window of the policies using it).
     targets: Vec<(Algorithm, Duration)>,
+    /// When the last sampled prune started, ns since the epoch.
+    last_sampled: AtomicU64,
+    /// Whether a sampled prune is running.
+    running: AtomicBool,
 }
 
 /// One request in this many also prunes.
 const SAMPLE_ONE_IN: u32 = 100;
+
+/// The least time between two sampled prunes.
+pub const SAMPLE_GAP: Duration = Duration::from_secs(1);
 
 impl Pruner {
     /// A pruner for policies using these (algorithm, window) pairs; several
@@ -40,6 +48,8 @@ impl Pruner {
             store,
             clock,
             targets,
+            last_sampled: AtomicU64::new(0),
+            running: AtomicBool::new(false),
         }
     }
 
@@ -55,12 +65,25 @@ impl Pruner {
         }
     }
 
-    /// With probability 1/100, prunes in the background.
+    /// With probability 1/100, prunes in the background, unless a prune
+    /// is running or one started less than [`SAMPLE_GAP`] ago: under load
+    /// 1 % of requests would otherwise mean hundreds of prunes a second.
     pub fn sample(self: &Arc<Self>) {
-        if rand::random_ratio(1, SAMPLE_ONE_IN) {
-            let pruner = Arc::clone(self);
-            tokio::spawn(async move { pruner.run_once().await });
+        if !rand::random_ratio(1, SAMPLE_ONE_IN) {
+            return;
         }
+        let now = self.clock.now().as_unix_nanos();
+        let last = self.last_sampled.load(Ordering::Relaxed);
+        let gap = ratewarden_core::clock::duration_nanos(SAMPLE_GAP);
+        if now.saturating_sub(last) < gap || self.running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.last_sampled.store(now, Ordering::Relaxed);
+        let pruner = Arc::clone(self);
+        tokio::spawn(async move {
+            pruner.run_once().await;
+            pruner.running.store(false, Ordering::Release);
+        });
     }
 
     /// The shortest window: how often the background task runs (at least

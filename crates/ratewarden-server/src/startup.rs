@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Settings, StoreConfig};
 use crate::prune::Pruner;
 use crate::routes;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -94,17 +94,17 @@ impl Application {
                 (settings.check.algorithm, settings.check.quota.window()),
             ],
         );
-        let state = AppState {
+        let state = AppState::new(Shared {
             store,
             clock,
-            ping: Arc::new(settings.ping),
-            check: Arc::new(settings.check),
-            ping_key: Arc::new(settings.ping_key),
+            ping: settings.ping,
+            check: settings.check,
+            ping_key: settings.ping_key,
             on_store_error: settings.on_store_error,
-            admin_key: settings.admin_key.map(Arc::new),
+            admin_key: settings.admin_key,
             max_body_bytes: settings.max_body_bytes,
             pruner: Arc::new(pruner),
-        };
+        });
         Ok(Application { listener, state })
     }
 

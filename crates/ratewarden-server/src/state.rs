@@ -10,30 +10,50 @@ use crate::config::{AdminKey, FailurePolicy, KeySource};
 use crate::problem::ApiError;
 use crate::prune::Pruner;
 
-/// Shared application state; cheap to clone (all `Arc`s).
+/// Shared application state: one `Arc`, so the per-request clone axum
+/// makes is a single reference-count increment.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// Wraps the shared parts.
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+#[derive(Debug)]
+pub struct Shared {
     /// Where limiter state lives.
     pub store: Arc<dyn Store>,
     /// The only source of "now" (a manual clock in tests).
     pub clock: Arc<dyn Clock>,
     /// GET /ping's fixed window.
-    pub ping: Arc<Policy>,
+    pub ping: Policy,
     /// POST /rate/check's sliding log.
-    pub check: Arc<Policy>,
+    pub check: Policy,
     /// Where GET /ping takes its key from.
-    pub ping_key: Arc<KeySource>,
+    pub ping_key: KeySource,
     /// Fail open or closed on transient store errors.
     pub on_store_error: FailurePolicy,
     /// `None`: every reset is refused.
-    pub admin_key: Option<Arc<AdminKey>>,
+    pub admin_key: Option<AdminKey>,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// Deletes expired state; also sampled from requests.
     pub pruner: Arc<Pruner>,
 }
 
-impl AppState {
+impl Shared {
     /// Decides one request of cost 1 for `key` under `policy` now, and
     /// records it (with an audit row when `audit` is given and the request
     /// passes). On a transient store error the decision follows

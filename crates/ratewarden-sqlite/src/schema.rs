@@ -1,5 +1,9 @@
 //! The seeds' schema (SPEC sections 1 and 2), created idempotently and
 //! versioned with `PRAGMA user_version` so later releases can migrate.
+//!
+//! `api_calls.id` is a plain `INTEGER PRIMARY KEY` (the rowid), not
+//! `AUTOINCREMENT`: the audit row is written on every allowed request and
+//! AUTOINCREMENT costs an extra table update each time; ids still increase.
 
 use rusqlite::Connection;
 
@@ -18,7 +22,7 @@ CREATE TABLE IF NOT EXISTS rate_limit_windows (
 CREATE INDEX IF NOT EXISTS idx_rl_key_window ON rate_limit_windows(key, window_start);
 
 CREATE TABLE IF NOT EXISTS api_calls (
-    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    id        INTEGER PRIMARY KEY,
     key       TEXT    NOT NULL,
     path      TEXT    NOT NULL,
     called_at TEXT    NOT NULL
@@ -33,6 +37,11 @@ CREATE TABLE IF NOT EXISTS rate_events (
 );
 CREATE INDEX IF NOT EXISTS idx_rate_events_user_endpoint
     ON rate_events (user_id, endpoint, created_at);
+
+-- ratewarden's additions: pruning deletes by time alone, which the seeds'
+-- indexes (key first) cannot serve; without these every prune scans the table.
+CREATE INDEX IF NOT EXISTS idx_rl_window_start ON rate_limit_windows(window_start);
+CREATE INDEX IF NOT EXISTS idx_rate_events_created_at ON rate_events(created_at);
 ";
 
 /// Brings the database at `conn` to [`VERSION`].

@@ -43,7 +43,7 @@ pub fn open(path: &Path) -> SqliteStore {
 /// A policy of `limit` per `window_secs` seconds.
 pub fn policy(algorithm: Algorithm, limit: u64, window_secs: u64) -> Policy {
     Policy {
-        name: format!("test-{algorithm}"),
+        name: format!("test-{algorithm}").into(),
         algorithm,
         quota: Quota::new(limit, Duration::from_secs(window_secs)).expect("valid quota"),
     }
