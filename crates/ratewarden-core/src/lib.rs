@@ -3,7 +3,7 @@
 //!
 //! No IO, no runtime, no HTTP, no SQL: algorithms are pure functions of
 //! (state, quota, attempt), and a [`Store`] runs them atomically against
-//! its own storage (see `ratewarden-sqlite`).
+//! its own storage: [`MemoryStore`] here, SQLite in `ratewarden-sqlite`.
 //!
 //! ```
 //! use ratewarden_core::algorithm::fixed_window;
@@ -27,16 +27,19 @@
 //! - [`decision`]: [`Decision`], [`Outcome`].
 //! - [`algorithm`]: one module per algorithm of SPEC section 6.
 //! - [`store`]: the [`Store`] trait and [`StoreError`].
+//! - [`memory`]: [`MemoryStore`], the in-process store.
 
 pub mod algorithm;
 pub mod clock;
 pub mod decision;
 pub mod key;
+pub mod memory;
 pub mod quota;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome};
 pub use key::{Key, KeyError};
+pub use memory::MemoryStore;
 pub use quota::{Algorithm, Attempt, Policy, Quota, QuotaError, ceil_millis, ceil_secs};
 pub use store::{Acquire, Audit, Store, StoreError};

@@ -98,17 +98,32 @@ pub enum Algorithm {
     /// Keeps one timestamp per admitted unit (seed B). Exact: never more
     /// than the limit in any window-long span; memory grows with the limit.
     SlidingLog,
+    /// Two counters per key, the previous window weighted by its overlap
+    /// with the sliding window. Smooth at window edges, constant memory;
+    /// an approximation of the sliding log.
+    SlidingWindow,
+    /// The generic cell rate algorithm: a token bucket as one timestamp per
+    /// key. Spaces requests evenly, with a configurable burst.
+    Gcra,
 }
 
 impl Algorithm {
     /// Every algorithm, in documentation order.
-    pub const ALL: [Algorithm; 2] = [Algorithm::FixedWindow, Algorithm::SlidingLog];
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingLog,
+        Algorithm::SlidingWindow,
+        Algorithm::Gcra,
+    ];
 
-    /// The configuration name: `fixed_window` or `sliding_log`.
+    /// The configuration name: `fixed_window`, `sliding_log`,
+    /// `sliding_window` or `gcra`.
     pub fn as_str(self) -> &'static str {
         match self {
             Algorithm::FixedWindow => "fixed_window",
             Algorithm::SlidingLog => "sliding_log",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::Gcra => "gcra",
         }
     }
 }
@@ -121,7 +136,7 @@ impl fmt::Display for Algorithm {
 
 /// An unknown algorithm name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown algorithm {0:?}; expected one of fixed_window, sliding_log")]
+#[error("unknown algorithm {0:?}; expected one of fixed_window, sliding_log, sliding_window, gcra")]
 pub struct UnknownAlgorithm(pub String);
 
 impl FromStr for Algorithm {

@@ -53,6 +53,11 @@ pub struct ServeArgs {
     )]
     pub db: PathBuf,
 
+    /// Where limiter state lives: `memory` (this process only, lost at exit)
+    /// or `sqlite:PATH`. Default: SQLite at `--db`.
+    #[arg(long, env = "RATEWARDEN_STORE", value_name = "memory|sqlite:PATH", value_parser = parse_store)]
+    pub store: Option<StoreConfig>,
+
     /// Requests allowed per window on GET /ping (0 refuses every request).
     #[arg(long, env = "RATEWARDEN_PING_LIMIT", default_value = "3", value_name = "N",
           value_parser = parse_limit, allow_negative_numbers = true)]
@@ -164,8 +169,28 @@ impl fmt::Debug for AdminKey {
 /// [`crate::startup::open_store`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
+    /// In this process's memory: the fastest, lost at exit, not shared.
+    Memory,
     /// Embedded SQLite at this path.
     Sqlite(PathBuf),
+}
+
+impl std::fmt::Display for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreConfig::Memory => f.write_str("memory"),
+            StoreConfig::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+        }
+    }
+}
+
+/// `memory` or `sqlite:PATH`, as `--store` takes it.
+pub fn parse_store(s: &str) -> Result<StoreConfig, String> {
+    match s.split_once(':') {
+        _ if s == "memory" => Ok(StoreConfig::Memory),
+        Some(("sqlite", path)) if !path.is_empty() => Ok(StoreConfig::Sqlite(PathBuf::from(path))),
+        _ => Err(format!("'{s}' is not a store: use memory or sqlite:PATH")),
+    }
 }
 
 /// Validated settings of the service.
@@ -237,7 +262,7 @@ impl ServeArgs {
         };
         Ok(Settings {
             listen: self.listen,
-            store: StoreConfig::Sqlite(self.db),
+            store: self.store.unwrap_or(StoreConfig::Sqlite(self.db)),
             ping: policy(
                 "ping",
                 Algorithm::FixedWindow,
@@ -352,6 +377,29 @@ mod tests {
                 err.contains(flag) && err.contains(value),
                 "{flag} {value}: {err}"
             );
+        }
+    }
+
+    #[test]
+    fn the_store_defaults_to_sqlite_at_db_and_can_be_memory() {
+        let s = serve(&["--db", "x.db"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap();
+        assert_eq!(s.store, StoreConfig::Sqlite("x.db".into()));
+        let s = serve(&["--store", "memory"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap();
+        assert_eq!(s.store, StoreConfig::Memory);
+        let s = serve(&["--store", "sqlite:/tmp/a b.db"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap();
+        assert_eq!(s.store, StoreConfig::Sqlite("/tmp/a b.db".into()));
+        for bad in ["sqlite:", "redis", "mem", ""] {
+            let err = serve(&["--store", bad]).unwrap_err().to_string();
+            assert!(err.contains("--store"), "{bad}: {err}");
         }
     }
 

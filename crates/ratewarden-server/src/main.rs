@@ -42,7 +42,7 @@ fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
         .context("invalid configuration")?;
     tracing::info!(
         listen = %settings.listen,
-        store = ?settings.store,
+        store = %settings.store,
         ping = ?settings.ping,
         check = ?settings.check,
         ping_key = ?settings.ping_key,

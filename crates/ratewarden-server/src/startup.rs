@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use ratewarden_core::{Clock, Store};
+use ratewarden_core::{Clock, MemoryStore, Store};
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -47,13 +47,14 @@ pub fn open_store(
     settings: &Settings,
 ) -> Result<Arc<dyn Store>, StartupError> {
     match config {
+        StoreConfig::Memory => Ok(Arc::new(MemoryStore::new())),
         StoreConfig::Sqlite(path) => {
             let options = SqliteOptions {
                 audit_retention: settings.audit_retention,
                 ..SqliteOptions::default()
             };
             let store = SqliteStore::open(path, options).map_err(|e| StartupError::Store {
-                store: format!("sqlite:{}", path.display()),
+                store: config.to_string(),
                 source: Box::new(e),
             })?;
             Ok(Arc::new(store))

@@ -35,6 +35,7 @@
 //! - `keys.rs`: how keys map onto the seeds' key columns.
 //! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
 
+mod counters;
 mod fixed_window;
 mod keys;
 mod schema;

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use crate::SqliteError;
 
 /// The schema version this release writes and understands.
-pub(crate) const VERSION: i64 = 1;
+pub(crate) const VERSION: i64 = 2;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS rate_limit_windows (
@@ -44,6 +44,25 @@ CREATE INDEX IF NOT EXISTS idx_rl_window_start ON rate_limit_windows(window_star
 CREATE INDEX IF NOT EXISTS idx_rate_events_created_at ON rate_events(created_at);
 ";
 
+/// Version 2: tables for the algorithms the seeds do not have. Keys are
+/// `Key::encoded()` BLOBs; times are INTEGER nanoseconds since the epoch.
+const V2: &str = "
+CREATE TABLE IF NOT EXISTS rw_sliding_window (
+    key     BLOB    NOT NULL PRIMARY KEY,
+    window  INTEGER NOT NULL,
+    curr    INTEGER NOT NULL,
+    prev    INTEGER NOT NULL,
+    expires INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_rw_sliding_window_expires ON rw_sliding_window(expires);
+
+CREATE TABLE IF NOT EXISTS rw_gcra (
+    key BLOB    NOT NULL PRIMARY KEY,
+    tat INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_rw_gcra_tat ON rw_gcra(tat);
+";
+
 /// Brings the database at `conn` to [`VERSION`].
 ///
 /// # Errors
@@ -58,7 +77,10 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SqliteError> {
         });
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    // Every step is idempotent (IF NOT EXISTS), so a file at any older
+    // version is brought up to date by running them all.
     tx.execute_batch(V1)?;
+    tx.execute_batch(V2)?;
     tx.pragma_update(None, "user_version", VERSION)?;
     tx.commit()?;
     Ok(())

@@ -21,6 +21,7 @@ use ratewarden_core::{Algorithm, Decision, Key, Policy, Timestamp};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::counters::{self, Table};
 use crate::{fixed_window, sliding_log};
 
 /// An owned copy of [`ratewarden_core::Acquire`], to cross the thread boundary.
@@ -176,15 +177,21 @@ fn execute(conn: &Connection, op: &Op, audit_retention: Duration) -> rusqlite::R
             Reply::Decision(match a.policy.algorithm {
                 Algorithm::FixedWindow => fixed_window::acquire(conn, &request)?,
                 Algorithm::SlidingLog => sliding_log::acquire(conn, &request)?,
+                Algorithm::SlidingWindow => counters::sliding_window_acquire(conn, &request)?,
+                Algorithm::Gcra => counters::gcra_acquire(conn, &request)?,
             })
         }
         Op::Status { policy, key, now } => Reply::Decision(match policy.algorithm {
             Algorithm::FixedWindow => fixed_window::status(conn, policy, key, *now)?,
             Algorithm::SlidingLog => sliding_log::status(conn, policy, key, *now)?,
+            Algorithm::SlidingWindow => counters::sliding_window_status(conn, policy, key, *now)?,
+            Algorithm::Gcra => counters::gcra_status(conn, policy, key, *now)?,
         }),
         Op::Reset { algorithm, prefix } => Reply::Deleted(match algorithm {
             Algorithm::FixedWindow => fixed_window::reset(conn, prefix)?,
             Algorithm::SlidingLog => sliding_log::reset(conn, prefix)?,
+            Algorithm::SlidingWindow => counters::reset(conn, Table::SlidingWindow, prefix)?,
+            Algorithm::Gcra => counters::reset(conn, Table::Gcra, prefix)?,
         }),
         Op::Prune {
             algorithm,
@@ -196,6 +203,8 @@ fn execute(conn: &Connection, op: &Op, audit_retention: Duration) -> rusqlite::R
                     + fixed_window::prune_audit(conn, audit_retention, *now)?
             }
             Algorithm::SlidingLog => sliding_log::prune(conn, *longest_window, *now)?,
+            Algorithm::SlidingWindow => counters::prune(conn, Table::SlidingWindow, *now)?,
+            Algorithm::Gcra => counters::prune(conn, Table::Gcra, *now)?,
         }),
     })
 }
