@@ -77,7 +77,7 @@ impl MemoryStore {
         shard.ops += 1;
         if shard.ops >= SWEEP_EVERY {
             shard.ops = 0;
-            shard.sweep(None, attempt.now);
+            shard.sweep(None, attempt.now, &self.hasher);
         }
         let ctx = Ctx {
             hash,
@@ -151,7 +151,7 @@ impl Store for MemoryStore {
         Ok(self
             .shards
             .iter()
-            .map(|s| lock(s).sweep(Some(algorithm), now))
+            .map(|s| lock(s).sweep(Some(algorithm), now, &self.hasher))
             .sum())
     }
 
@@ -270,16 +270,29 @@ impl Ctx<'_> {
             .map(|(_, s)| s)
     }
 
-    /// Writes `state` (`Some`) or leaves the entry as it is (`None`).
-    fn put<S>(&self, table: &mut Table<S>, state: Option<S>) {
-        let Some(state) = state else { return };
+    /// Runs `decide` on the key's state (`None`: absent) and stores the
+    /// state it returns (`None`: leave as is), with one table lookup.
+    fn update<S: Copy>(&self, table: &mut Table<S>, decide: impl FnOnce(Option<S>) -> (Decision, Option<S>)) -> Decision {
         let hasher = self.hasher;
-        match table.find_mut(self.hash, |(k, _)| k.as_bytes() == self.key) {
-            Some((_, s)) => *s = state,
-            None => {
-                table.insert_unique(self.hash, (CompactKey::new(self.key), state), |(k, _)| {
-                    hasher.hash_one(k.as_bytes())
-                });
+        let entry = table.entry(
+            self.hash,
+            |(k, _)| k.as_bytes() == self.key,
+            |(k, _)| hasher.hash_one(k.as_bytes()),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(mut slot) => {
+                let (decision, next) = decide(Some(slot.get().1));
+                if let Some(next) = next {
+                    slot.get_mut().1 = next;
+                }
+                decision
+            }
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                let (decision, next) = decide(None);
+                if let Some(next) = next {
+                    slot.insert((CompactKey::new(self.key), next));
+                }
+                decision
             }
         }
     }
@@ -293,24 +306,18 @@ impl Shard {
     fn acquire(&mut self, algorithm: Algorithm, ctx: &Ctx<'_>, attempt: Attempt) -> Decision {
         let w = ctx.quota.window_nanos();
         match algorithm {
-            Algorithm::FixedWindow => {
-                let state = ctx.get(&self.fixed).map(|e| fixed_state(e, w));
-                let (d, next) = fixed_window::decide(state, ctx.quota, attempt);
-                ctx.put(&mut self.fixed, next.map(|s| fixed_entry(s, w)));
-                d
-            }
-            Algorithm::SlidingWindow => {
-                let state = ctx.get(&self.sliding).map(|e| sliding_state(e, w));
-                let (d, next) = sliding_window::decide(state, ctx.quota, attempt);
-                ctx.put(&mut self.sliding, next.map(|s| sliding_entry(s, w)));
-                d
-            }
-            Algorithm::Gcra => {
-                let state = ctx.get(&self.gcra).map(|&tat| GcraState { tat });
-                let (d, next) = gcra::decide(state, ctx.quota, attempt);
-                ctx.put(&mut self.gcra, next.map(|s| s.tat));
-                d
-            }
+            Algorithm::FixedWindow => ctx.update(&mut self.fixed, |state| {
+                let (d, next) = fixed_window::decide(state.map(|e| fixed_state(&e, w)), ctx.quota, attempt);
+                (d, next.map(|s| fixed_entry(s, w)))
+            }),
+            Algorithm::SlidingWindow => ctx.update(&mut self.sliding, |state| {
+                let (d, next) = sliding_window::decide(state.map(|e| sliding_state(&e, w)), ctx.quota, attempt);
+                (d, next.map(|s| sliding_entry(s, w)))
+            }),
+            Algorithm::Gcra => ctx.update(&mut self.gcra, |state| {
+                let (d, next) = gcra::decide(state.map(|tat| GcraState { tat }), ctx.quota, attempt);
+                (d, next.map(|s| s.tat))
+            }),
             Algorithm::SlidingLog => {
                 let hasher = ctx.hasher;
                 let entry = match self
@@ -384,12 +391,14 @@ impl Shard {
     }
 
     /// Drops entries expired at `now` (of one algorithm, or of all).
-    fn sweep(&mut self, algorithm: Option<Algorithm>, now: Timestamp) -> u64 {
-        fn expire<S: Expiring>(table: &mut Table<S>, now: u64) -> u64 {
+    fn sweep(&mut self, algorithm: Option<Algorithm>, now: Timestamp, hasher: &foldhash::fast::RandomState) -> u64 {
+        fn expire_table<S: Expiring>(table: &mut Table<S>, now: u64, hasher: &foldhash::fast::RandomState) -> u64 {
             let before = table.len();
             table.retain(|(_, s)| s.expires() > now);
+            // Give memory back after a burst of keys; entries are rehashed
+            // with the same hasher that placed them.
             if table.capacity() > 64 && table.len() < table.capacity() / 4 {
-                table.shrink_to_fit(|_| 0);
+                table.shrink_to_fit(|(k, _)| hasher.hash_one(k.as_bytes()));
             }
             (before - table.len()) as u64
         }
@@ -397,16 +406,16 @@ impl Shard {
         let wanted = |a: Algorithm| algorithm.is_none_or(|x| x == a);
         let mut dropped = 0;
         if wanted(Algorithm::FixedWindow) {
-            dropped += expire(&mut self.fixed, now);
+            dropped += expire_table(&mut self.fixed, now, hasher);
         }
         if wanted(Algorithm::SlidingWindow) {
-            dropped += expire(&mut self.sliding, now);
+            dropped += expire_table(&mut self.sliding, now, hasher);
         }
         if wanted(Algorithm::Gcra) {
-            dropped += expire(&mut self.gcra, now);
+            dropped += expire_table(&mut self.gcra, now, hasher);
         }
         if wanted(Algorithm::SlidingLog) {
-            dropped += expire(&mut self.log, now);
+            dropped += expire_table(&mut self.log, now, hasher);
         }
         dropped
     }
@@ -485,4 +494,111 @@ fn log_decide(entry: &mut LogEntry, quota: &Quota, attempt: Attempt, record: boo
         entry.expires = at.saturating_add(quota.window_nanos());
     }
     decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU64;
+
+    fn policy(algorithm: Algorithm, limit: u64, window: Duration) -> Policy {
+        Policy {
+            name: "t".into(),
+            algorithm,
+            quota: Quota::new(limit, window).unwrap(),
+        }
+    }
+
+    fn at(ms: u64) -> Attempt {
+        Attempt::one(Timestamp::from_unix_millis(ms))
+    }
+
+    #[test]
+    fn short_keys_are_inline_and_long_keys_round_trip() {
+        let short = CompactKey::new(b"client-123");
+        assert!(matches!(short, CompactKey::Inline { .. }));
+        assert_eq!(short.as_bytes(), b"client-123");
+        let long = vec![7u8; 300];
+        assert_eq!(CompactKey::new(&long).as_bytes(), &long[..]);
+        assert_eq!(std::mem::size_of::<CompactKey>(), 24);
+    }
+
+    #[test]
+    fn expired_state_is_swept_so_memory_follows_the_active_keys() {
+        let store = MemoryStore::with_shards(1);
+        for algorithm in Algorithm::ALL {
+            let p = policy(algorithm, 5, Duration::from_secs(1));
+            for i in 0..1000 {
+                store.acquire_now(&p, &Key::single(format!("k{i}")).unwrap(), at(0));
+            }
+        }
+        assert_eq!(store.len(), 4000);
+        // Two windows later every state is as good as absent; enough
+        // operations on the shard trigger a sweep.
+        let p = policy(Algorithm::Gcra, 5, Duration::from_secs(1));
+        let key = Key::single("late").unwrap();
+        for _ in 0..SWEEP_EVERY {
+            store.acquire_now(&p, &key, at(2_001));
+        }
+        let s = lock(&store.shards[0]);
+        assert_eq!((s.fixed.len(), s.sliding.len(), s.gcra.len(), s.log.len()), (0, 0, 1, 0), "only the key active now is left");
+    }
+
+    /// Regression: shrinking a table after a sweep rehashed every entry to
+    /// 0, so later lookups missed and the key got a second, fresh entry.
+    #[test]
+    fn keys_are_found_again_after_a_sweep_shrinks_the_table() {
+        let store = MemoryStore::with_shards(1);
+        let p = policy(Algorithm::FixedWindow, 1, Duration::from_secs(1));
+        for i in 0..1000 {
+            store.acquire_now(&p, &Key::single(format!("old{i}")).unwrap(), at(0));
+        }
+        let key = Key::single("kept").unwrap();
+        let long = policy(Algorithm::FixedWindow, 1, Duration::from_secs(3600));
+        assert!(store.acquire_now(&long, &key, at(0)).allowed());
+        let rt = |f| futures_lite_block_on(f);
+        assert_eq!(rt(store.prune(Algorithm::FixedWindow, Duration::ZERO, Timestamp::from_unix_millis(1000))), 1000);
+        assert!(!store.acquire_now(&long, &key, at(1000)).allowed(), "the key's count survived the shrink");
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn prune_drops_only_expired_entries_of_one_algorithm() {
+        let store = MemoryStore::new();
+        let fixed = policy(Algorithm::FixedWindow, 5, Duration::from_secs(1));
+        let gcra = policy(Algorithm::Gcra, 5, Duration::from_secs(10));
+        let key = Key::single("a").unwrap();
+        store.acquire_now(&fixed, &key, at(500));
+        store.acquire_now(&gcra, &key, at(500));
+        let rt = |f| futures_lite_block_on(f);
+        assert_eq!(rt(store.prune(Algorithm::FixedWindow, Duration::ZERO, Timestamp::from_unix_millis(999))), 0);
+        assert_eq!(rt(store.prune(Algorithm::FixedWindow, Duration::ZERO, Timestamp::from_unix_millis(1000))), 1);
+        assert_eq!(store.len(), 1, "the GCRA entry (tat 2.5 s) stays");
+    }
+
+    #[test]
+    fn the_sliding_log_keeps_runs_of_equal_times_compactly() {
+        let store = MemoryStore::new();
+        let p = policy(Algorithm::SlidingLog, 100, Duration::from_secs(1));
+        let key = Key::single("a").unwrap();
+        let big = Attempt {
+            now: Timestamp::from_unix_millis(10),
+            cost: NonZeroU64::new(40).unwrap(),
+        };
+        assert!(store.acquire_now(&p, &key, big).allowed());
+        assert!(store.acquire_now(&p, &key, big).allowed());
+        let d = store.acquire_now(&p, &key, big);
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(store.status_now(&p, &key, Timestamp::from_unix_millis(10)).used, 80);
+    }
+
+    /// The memory store's futures complete on the first poll.
+    fn futures_lite_block_on<T>(f: impl std::future::Future<Output = Result<T, StoreError>>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(Ok(v)) => v,
+            other => panic!("memory store future did not complete at once: {:?}", other.is_ready()),
+        }
+    }
 }

@@ -1,0 +1,110 @@
+//! One decision, per algorithm and store; GCRA beside governor.
+//!
+//! `cargo bench -p ratewarden-bench --bench decisions`
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use ratewarden_bench::{keys, open_policy};
+use ratewarden_core::{Acquire, Algorithm, Attempt, Clock, MemoryStore, Store, SystemClock};
+use ratewarden_sqlite::{SqliteOptions, SqliteStore};
+
+const KEYS: usize = 10_000;
+
+fn memory(c: &mut Criterion) {
+    let keys = keys(KEYS);
+    let mut group = c.benchmark_group("memory");
+    group.throughput(Throughput::Elements(1));
+    for algorithm in Algorithm::ALL {
+        let store = MemoryStore::new();
+        let policy = open_policy(algorithm);
+        let mut i = 0usize;
+        group.bench_function(BenchmarkId::new(algorithm.as_str(), "10k keys"), |b| {
+            b.iter(|| {
+                i = (i + 1) % KEYS;
+                store.acquire_now(&policy, &keys[i], Attempt::one(SystemClock.now()))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn sqlite(c: &mut Criterion) {
+    let keys = keys(KEYS);
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("bench.db"), SqliteOptions::default()).expect("open"));
+    let mut group = c.benchmark_group("sqlite");
+    group.throughput(Throughput::Elements(1));
+    for algorithm in Algorithm::ALL {
+        let policy = open_policy(algorithm);
+        let mut i = 0usize;
+        group.bench_function(BenchmarkId::new(algorithm.as_str(), "10k keys, one caller"), |b| {
+            b.iter(|| {
+                i = (i + 1) % KEYS;
+                let request = Acquire {
+                    policy: &policy,
+                    key: &keys[i],
+                    attempt: Attempt::one(SystemClock.now()),
+                    audit: None,
+                };
+                runtime.block_on(store.acquire(request)).expect("decision")
+            })
+        });
+    }
+    group.finish();
+    runtime.block_on(store.close());
+}
+
+/// The memory store's GCRA and governor's keyed GCRA, same keys, same run.
+/// Both read the clock once per decision.
+fn gcra_vs_governor(c: &mut Criterion) {
+    let keys = keys(KEYS);
+    let names: Vec<String> = (0..KEYS).map(|i| format!("client-{i}")).collect();
+    let mut group = c.benchmark_group("gcra_vs_governor");
+    group.throughput(Throughput::Elements(1));
+
+    let store = MemoryStore::new();
+    let policy = open_policy(Algorithm::Gcra);
+    let mut i = 0usize;
+    group.bench_function("ratewarden memory gcra", |b| {
+        b.iter(|| {
+            i = (i + 1) % KEYS;
+            store.acquire_now(&policy, &keys[i], Attempt::one(SystemClock.now()))
+        })
+    });
+
+    let per_second = NonZeroU32::new(1_000_000_000).expect("non-zero");
+    let governor = governor::RateLimiter::keyed(governor::Quota::per_second(per_second));
+    let mut j = 0usize;
+    group.bench_function("governor keyed", |b| {
+        b.iter(|| {
+            j = (j + 1) % KEYS;
+            governor.check_key(&names[j])
+        })
+    });
+
+    // The limiters alone, without reading a clock: ratewarden at a fixed
+    // instant, governor on its manual clock.
+    let now = SystemClock.now();
+    group.bench_function("ratewarden memory gcra, fixed time", |b| {
+        b.iter(|| {
+            i = (i + 1) % KEYS;
+            store.acquire_now(&policy, &keys[i], Attempt::one(now))
+        })
+    });
+    let fake = governor::clock::FakeRelativeClock::default();
+    let governor = governor::RateLimiter::dashmap_with_clock(governor::Quota::per_second(per_second), fake);
+    group.bench_function("governor keyed, fake clock", |b| {
+        b.iter(|| {
+            j = (j + 1) % KEYS;
+            governor.check_key(&names[j])
+        })
+    });
+    group.bench_function("SystemClock::now alone", |b| b.iter(|| SystemClock.now()));
+    group.finish();
+}
+
+criterion_group!(benches, memory, gcra_vs_governor, sqlite);
+criterion_main!(benches);
