@@ -32,26 +32,33 @@ fn memory(c: &mut Criterion) {
 
 fn sqlite(c: &mut Criterion) {
     let keys = keys(KEYS);
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("bench.db"), SqliteOptions::default()).expect("open"));
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(dir.path().join("bench.db"), SqliteOptions::default()).expect("open"),
+    );
     let mut group = c.benchmark_group("sqlite");
     group.throughput(Throughput::Elements(1));
     for algorithm in Algorithm::ALL {
         let policy = open_policy(algorithm);
         let mut i = 0usize;
-        group.bench_function(BenchmarkId::new(algorithm.as_str(), "10k keys, one caller"), |b| {
-            b.iter(|| {
-                i = (i + 1) % KEYS;
-                let request = Acquire {
-                    policy: &policy,
-                    key: &keys[i],
-                    attempt: Attempt::one(SystemClock.now()),
-                    audit: None,
-                };
-                runtime.block_on(store.acquire(request)).expect("decision")
-            })
-        });
+        group.bench_function(
+            BenchmarkId::new(algorithm.as_str(), "10k keys, one caller"),
+            |b| {
+                b.iter(|| {
+                    i = (i + 1) % KEYS;
+                    let request = Acquire {
+                        policy: &policy,
+                        key: &keys[i],
+                        attempt: Attempt::one(SystemClock.now()),
+                        audit: None,
+                    };
+                    runtime.block_on(store.acquire(request)).expect("decision")
+                })
+            },
+        );
     }
     group.finish();
     runtime.block_on(store.close());
@@ -95,7 +102,8 @@ fn gcra_vs_governor(c: &mut Criterion) {
         })
     });
     let fake = governor::clock::FakeRelativeClock::default();
-    let governor = governor::RateLimiter::dashmap_with_clock(governor::Quota::per_second(per_second), fake);
+    let governor =
+        governor::RateLimiter::dashmap_with_clock(governor::Quota::per_second(per_second), fake);
     group.bench_function("governor keyed, fake clock", |b| {
         b.iter(|| {
             j = (j + 1) % KEYS;

@@ -36,7 +36,9 @@ fn main() {
         return;
     };
     for algorithm in Algorithm::ALL {
-        let status = std::process::Command::new(&me).env("RW_MEASURE", algorithm.as_str()).status();
+        let status = std::process::Command::new(&me)
+            .env("RW_MEASURE", algorithm.as_str())
+            .status();
         if !status.is_ok_and(|s| s.success()) {
             eprintln!("measuring {algorithm} failed");
         }

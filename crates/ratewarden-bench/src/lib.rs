@@ -31,5 +31,7 @@ pub fn open_policy(algorithm: Algorithm) -> Policy {
 /// Never: the keys are short.
 pub fn keys(n: usize) -> Vec<Key> {
     #[allow(clippy::expect_used)] // short keys
-    (0..n).map(|i| Key::single(format!("client-{i}")).expect("short key")).collect()
+    (0..n)
+        .map(|i| Key::single(format!("client-{i}")).expect("short key"))
+        .collect()
 }

@@ -10,7 +10,8 @@
 //! window: the end of the next window; GCRA: the theoretical arrival time;
 //! sliding log: the newest event + W), and a shard drops its expired
 //! entries every [`SWEEP_EVERY`] operations, besides [`Store::prune`].
-//! Keys of up to 22 bytes are stored inline in the entry.
+//! Keys of up to 15 bytes are stored inline in the entry (16 bytes);
+//! longer ones take one more heap allocation.
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -160,30 +161,61 @@ impl Store for MemoryStore {
     }
 }
 
-/// A key's encoding, inline when it fits in 22 bytes.
+/// A key's encoding in 16 bytes: inline when it fits in 15 bytes, else a
+/// thin pointer to the heap. `InlineLen` has 16 values, so the other 240
+/// values of its byte tell the two variants apart and the enum needs no
+/// extra tag (checked by a test): a GCRA entry is 24 bytes.
 #[derive(Debug, Clone)]
 enum CompactKey {
-    Inline { len: u8, bytes: [u8; 22] },
-    Heap(Box<[u8]>),
+    Inline { len: InlineLen, bytes: [u8; INLINE] },
+    Heap(Box<Box<[u8]>>),
+}
+
+/// The longest key stored inline, in bytes.
+const INLINE: usize = 15;
+
+/// 0 ..= 15, the length of an inline key.
+#[derive(Debug, Clone, Copy)]
+#[repr(u8)]
+#[rustfmt::skip]
+enum InlineLen { L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15 }
+
+impl InlineLen {
+    const ALL: [InlineLen; 16] = [
+        InlineLen::L0,
+        InlineLen::L1,
+        InlineLen::L2,
+        InlineLen::L3,
+        InlineLen::L4,
+        InlineLen::L5,
+        InlineLen::L6,
+        InlineLen::L7,
+        InlineLen::L8,
+        InlineLen::L9,
+        InlineLen::L10,
+        InlineLen::L11,
+        InlineLen::L12,
+        InlineLen::L13,
+        InlineLen::L14,
+        InlineLen::L15,
+    ];
 }
 
 impl CompactKey {
     fn new(key: &[u8]) -> CompactKey {
-        if key.len() <= 22 {
-            let mut bytes = [0u8; 22];
-            bytes[..key.len()].copy_from_slice(key);
-            CompactKey::Inline {
-                len: key.len() as u8,
-                bytes,
+        match InlineLen::ALL.get(key.len()) {
+            Some(&len) => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..key.len()].copy_from_slice(key);
+                CompactKey::Inline { len, bytes }
             }
-        } else {
-            CompactKey::Heap(key.into())
+            None => CompactKey::Heap(Box::new(key.into())),
         }
     }
 
     fn as_bytes(&self) -> &[u8] {
         match self {
-            CompactKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            CompactKey::Inline { len, bytes } => &bytes[..*len as usize],
             CompactKey::Heap(b) => b,
         }
     }
@@ -272,7 +304,11 @@ impl Ctx<'_> {
 
     /// Runs `decide` on the key's state (`None`: absent) and stores the
     /// state it returns (`None`: leave as is), with one table lookup.
-    fn update<S: Copy>(&self, table: &mut Table<S>, decide: impl FnOnce(Option<S>) -> (Decision, Option<S>)) -> Decision {
+    fn update<S: Copy>(
+        &self,
+        table: &mut Table<S>,
+        decide: impl FnOnce(Option<S>) -> (Decision, Option<S>),
+    ) -> Decision {
         let hasher = self.hasher;
         let entry = table.entry(
             self.hash,
@@ -307,15 +343,18 @@ impl Shard {
         let w = ctx.quota.window_nanos();
         match algorithm {
             Algorithm::FixedWindow => ctx.update(&mut self.fixed, |state| {
-                let (d, next) = fixed_window::decide(state.map(|e| fixed_state(&e, w)), ctx.quota, attempt);
+                let (d, next) =
+                    fixed_window::decide(state.map(|e| fixed_state(&e, w)), ctx.quota, attempt);
                 (d, next.map(|s| fixed_entry(s, w)))
             }),
             Algorithm::SlidingWindow => ctx.update(&mut self.sliding, |state| {
-                let (d, next) = sliding_window::decide(state.map(|e| sliding_state(&e, w)), ctx.quota, attempt);
+                let (d, next) =
+                    sliding_window::decide(state.map(|e| sliding_state(&e, w)), ctx.quota, attempt);
                 (d, next.map(|s| sliding_entry(s, w)))
             }),
             Algorithm::Gcra => ctx.update(&mut self.gcra, |state| {
-                let (d, next) = gcra::decide(state.map(|tat| GcraState { tat }), ctx.quota, attempt);
+                let (d, next) =
+                    gcra::decide(state.map(|tat| GcraState { tat }), ctx.quota, attempt);
                 (d, next.map(|s| s.tat))
             }),
             Algorithm::SlidingLog => {
@@ -391,8 +430,17 @@ impl Shard {
     }
 
     /// Drops entries expired at `now` (of one algorithm, or of all).
-    fn sweep(&mut self, algorithm: Option<Algorithm>, now: Timestamp, hasher: &foldhash::fast::RandomState) -> u64 {
-        fn expire_table<S: Expiring>(table: &mut Table<S>, now: u64, hasher: &foldhash::fast::RandomState) -> u64 {
+    fn sweep(
+        &mut self,
+        algorithm: Option<Algorithm>,
+        now: Timestamp,
+        hasher: &foldhash::fast::RandomState,
+    ) -> u64 {
+        fn expire_table<S: Expiring>(
+            table: &mut Table<S>,
+            now: u64,
+            hasher: &foldhash::fast::RandomState,
+        ) -> u64 {
             let before = table.len();
             table.retain(|(_, s)| s.expires() > now);
             // Give memory back after a burst of keys; entries are rehashed
@@ -520,7 +568,12 @@ mod tests {
         assert_eq!(short.as_bytes(), b"client-123");
         let long = vec![7u8; 300];
         assert_eq!(CompactKey::new(&long).as_bytes(), &long[..]);
-        assert_eq!(std::mem::size_of::<CompactKey>(), 24);
+        assert_eq!(std::mem::size_of::<CompactKey>(), 16);
+        assert_eq!(std::mem::size_of::<(CompactKey, u64)>(), 24);
+        for len in [15, 16] {
+            let key = vec![b'x'; len];
+            assert_eq!(CompactKey::new(&key).as_bytes(), &key[..]);
+        }
     }
 
     #[test]
@@ -541,7 +594,11 @@ mod tests {
             store.acquire_now(&p, &key, at(2_001));
         }
         let s = lock(&store.shards[0]);
-        assert_eq!((s.fixed.len(), s.sliding.len(), s.gcra.len(), s.log.len()), (0, 0, 1, 0), "only the key active now is left");
+        assert_eq!(
+            (s.fixed.len(), s.sliding.len(), s.gcra.len(), s.log.len()),
+            (0, 0, 1, 0),
+            "only the key active now is left"
+        );
     }
 
     /// Regression: shrinking a table after a sweep rehashed every entry to
@@ -557,8 +614,18 @@ mod tests {
         let long = policy(Algorithm::FixedWindow, 1, Duration::from_secs(3600));
         assert!(store.acquire_now(&long, &key, at(0)).allowed());
         let rt = |f| futures_lite_block_on(f);
-        assert_eq!(rt(store.prune(Algorithm::FixedWindow, Duration::ZERO, Timestamp::from_unix_millis(1000))), 1000);
-        assert!(!store.acquire_now(&long, &key, at(1000)).allowed(), "the key's count survived the shrink");
+        assert_eq!(
+            rt(store.prune(
+                Algorithm::FixedWindow,
+                Duration::ZERO,
+                Timestamp::from_unix_millis(1000)
+            )),
+            1000
+        );
+        assert!(
+            !store.acquire_now(&long, &key, at(1000)).allowed(),
+            "the key's count survived the shrink"
+        );
         assert_eq!(store.len(), 1);
     }
 
@@ -571,8 +638,22 @@ mod tests {
         store.acquire_now(&fixed, &key, at(500));
         store.acquire_now(&gcra, &key, at(500));
         let rt = |f| futures_lite_block_on(f);
-        assert_eq!(rt(store.prune(Algorithm::FixedWindow, Duration::ZERO, Timestamp::from_unix_millis(999))), 0);
-        assert_eq!(rt(store.prune(Algorithm::FixedWindow, Duration::ZERO, Timestamp::from_unix_millis(1000))), 1);
+        assert_eq!(
+            rt(store.prune(
+                Algorithm::FixedWindow,
+                Duration::ZERO,
+                Timestamp::from_unix_millis(999)
+            )),
+            0
+        );
+        assert_eq!(
+            rt(store.prune(
+                Algorithm::FixedWindow,
+                Duration::ZERO,
+                Timestamp::from_unix_millis(1000)
+            )),
+            1
+        );
         assert_eq!(store.len(), 1, "the GCRA entry (tat 2.5 s) stays");
     }
 
@@ -589,7 +670,12 @@ mod tests {
         assert!(store.acquire_now(&p, &key, big).allowed());
         let d = store.acquire_now(&p, &key, big);
         assert_eq!(d.retry_after(), Some(Duration::from_secs(1)));
-        assert_eq!(store.status_now(&p, &key, Timestamp::from_unix_millis(10)).used, 80);
+        assert_eq!(
+            store
+                .status_now(&p, &key, Timestamp::from_unix_millis(10))
+                .used,
+            80
+        );
     }
 
     /// The memory store's futures complete on the first poll.
@@ -598,7 +684,10 @@ mod tests {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         match f.as_mut().poll(&mut cx) {
             std::task::Poll::Ready(Ok(v)) => v,
-            other => panic!("memory store future did not complete at once: {:?}", other.is_ready()),
+            other => panic!(
+                "memory store future did not complete at once: {:?}",
+                other.is_ready()
+            ),
         }
     }
 }
