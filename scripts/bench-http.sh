@@ -38,11 +38,13 @@ target/release/examples/bare 127.0.0.1:18090 & pids+=($!)
 # the full one (counter upsert + audit row, or count + insert).
 RATEWARDEN_LOG=warn target/release/ratewarden serve --listen 127.0.0.1:18091 --db "$tmp/bench.db" \
   --ping-limit 1000000000000 --check-limit 1000000000 & pids+=($!)
+RATEWARDEN_LOG=warn target/release/ratewarden serve --listen 127.0.0.1:18092 --store memory \
+  --ping-limit 1000000000000 --check-limit 1000000000 & pids+=($!)
 sleep 1
 
 rps() { wrk -t"$threads" -c"$conns" -d"$duration" "$@" | awk '/Requests\/sec/ {print $2}'; }
 declare -A results
-scenarios=(bare ping_1_key ping_10k_keys rate_check)
+scenarios=(bare ping_1_key ping_10k_keys rate_check mem_ping_1_key mem_ping_10k_keys mem_rate_check)
 for run in $(seq 1 "$runs"); do
   for s in "${scenarios[@]}"; do
     case $s in
@@ -50,6 +52,9 @@ for run in $(seq 1 "$runs"); do
       ping_1_key) r=$(rps -H 'X-Client-Key: one' http://127.0.0.1:18091/ping) ;;
       ping_10k_keys) r=$(rps -s "$tmp/keys.lua" http://127.0.0.1:18091/ping) ;;
       rate_check) r=$(rps -s "$tmp/check.lua" http://127.0.0.1:18091/rate/check) ;;
+      mem_ping_1_key) r=$(rps -H 'X-Client-Key: one' http://127.0.0.1:18092/ping) ;;
+      mem_ping_10k_keys) r=$(rps -s "$tmp/keys.lua" http://127.0.0.1:18092/ping) ;;
+      mem_rate_check) r=$(rps -s "$tmp/check.lua" http://127.0.0.1:18092/rate/check) ;;
     esac
     echo "run $run $s $r req/s"
     results[$s]+="$r "
@@ -61,5 +66,5 @@ base=$(echo "${results[bare]}" | median)
 echo "median req/s over $runs runs (wrk -t$threads -c$conns -d$duration):"
 for s in "${scenarios[@]}"; do
   m=$(echo "${results[$s]}" | median)
-  printf '  %-14s %10.0f  %.2fx bare\n' "$s" "$m" "$(echo "$m / $base" | bc -l)"
+  printf '  %-18s %10.0f  %.2fx bare\n' "$s" "$m" "$(echo "$m / $base" | bc -l)"
 done

@@ -162,6 +162,30 @@ pub struct Policy {
     pub quota: Quota,
 }
 
+/// `ping: fixed_window, 3 per 60s` (windows that are not whole seconds in
+/// milliseconds; GCRA with its burst).
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let window = self.quota.window();
+        write!(
+            f,
+            "{}: {}, {} per ",
+            self.name,
+            self.algorithm,
+            self.quota.limit()
+        )?;
+        if window.subsec_nanos() == 0 {
+            write!(f, "{}s", window.as_secs())?;
+        } else {
+            write!(f, "{}ms", window.as_millis())?;
+        }
+        if self.algorithm == Algorithm::Gcra {
+            write!(f, ", burst {}", self.quota.burst())?;
+        }
+        Ok(())
+    }
+}
+
 /// One request's claim on a quota: when it arrives and how many units it
 /// costs (1 for an ordinary request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

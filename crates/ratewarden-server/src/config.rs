@@ -30,6 +30,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP service.
     Serve(ServeArgs),
+    /// Decide a recorded trace of requests (standard input) and print each
+    /// decision (standard output); a summary goes to standard error.
+    Replay(ReplayArgs),
 }
 
 /// Flags of `ratewarden serve`.
@@ -104,6 +107,80 @@ pub struct ServeArgs {
     pub max_body_bytes: usize,
 }
 
+/// Flags of `ratewarden replay`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = REPLAY_HELP)]
+pub struct ReplayArgs {
+    /// The algorithm to replay with.
+    #[arg(long, value_name = "fixed_window|sliding_log|sliding_window|gcra",
+          value_parser = parse_algorithm)]
+    pub algorithm: Algorithm,
+
+    /// Units allowed per window (0 makes every request "never").
+    #[arg(long, value_name = "N", value_parser = parse_limit, allow_negative_numbers = true)]
+    pub limit: u64,
+
+    /// The window: a whole number with a unit, `ms`, `s`, `m`, `h` or `d`
+    /// (500ms, 60s, 1h).
+    #[arg(long, value_name = "DUR", value_parser = parse_window, allow_hyphen_values = true)]
+    pub window: Duration,
+
+    /// GCRA only: units that may pass at once after a quiet period
+    /// (default: the limit). Refused with the other algorithms.
+    #[arg(long, value_name = "N", value_parser = parse_limit, allow_negative_numbers = true)]
+    pub burst: Option<u64>,
+
+    /// Where limiter state lives: `memory` or `sqlite:PATH`. A SQLite file
+    /// keeps its state, so a second replay on it continues from the first.
+    #[arg(long, value_name = "memory|sqlite:PATH", default_value = "memory", value_parser = parse_store)]
+    pub store: StoreConfig,
+}
+
+const REPLAY_HELP: &str = "\
+Input, one request per line: <unix_ms> <key> [<cost>]
+  fields separated by ASCII whitespace; blank lines and lines whose first
+  non-blank character is # are skipped; times must not decrease; cost >= 1
+  (default 1). A malformed line stops the replay with exit status 2.
+Output, one line per request:
+  <unix_ms> <key> allow|deny <remaining> <retry_after_ms>
+  <unix_ms> <key> never - -      (the cost can never pass)";
+
+/// Validated settings of `ratewarden replay`.
+#[derive(Debug, Clone)]
+pub struct ReplaySettings {
+    /// The policy every request is decided by (named `replay`).
+    pub policy: Policy,
+    /// Where state lives.
+    pub store: StoreConfig,
+}
+
+impl ReplayArgs {
+    /// Validates the flags into [`ReplaySettings`].
+    ///
+    /// # Errors
+    /// [`ConfigError::Quota`] for a quota the engine refuses,
+    /// [`ConfigError::BurstNeedsGcra`] for `--burst` with another algorithm.
+    pub fn into_settings(self) -> Result<ReplaySettings, ConfigError> {
+        let quota = Quota::new(self.limit, self.window).map_err(|source| ConfigError::Quota {
+            setting: "--limit/--window",
+            source,
+        })?;
+        let quota = match (self.algorithm, self.burst) {
+            (_, None) => quota,
+            (Algorithm::Gcra, Some(burst)) => quota.with_burst(burst),
+            (algorithm, Some(_)) => return Err(ConfigError::BurstNeedsGcra(algorithm)),
+        };
+        Ok(ReplaySettings {
+            policy: Policy {
+                name: "replay".into(),
+                algorithm: self.algorithm,
+                quota,
+            },
+            store: self.store,
+        })
+    }
+}
+
 /// `--ping-key` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum KeySourceArg {
@@ -165,6 +242,23 @@ impl fmt::Debug for AdminKey {
     }
 }
 
+/// What opening a store needs besides where it is, for
+/// [`crate::startup::open_store`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How long audit-log rows are kept (stores with an audit log only).
+    pub audit_retention: Duration,
+}
+
+impl Default for StoreOptions {
+    /// Seven days of audit log, as `serve`'s default.
+    fn default() -> StoreOptions {
+        StoreOptions {
+            audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
+        }
+    }
+}
+
 /// Where limiter state is kept. The one place that names every store; see
 /// [`crate::startup::open_store`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,17 +310,30 @@ pub struct Settings {
     pub max_body_bytes: usize,
 }
 
+impl Settings {
+    /// What [`crate::startup::open_store`] needs from these settings.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            audit_retention: self.audit_retention,
+        }
+    }
+}
+
 /// A setting that is well-formed alone but wrong in combination.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A limit or window that the engine refuses.
-    #[error("invalid {setting}: {source}")]
+    #[error("invalid {setting}")]
     Quota {
         /// The flag, e.g. `--ping-window`.
         setting: &'static str,
         /// Why.
         source: ratewarden_core::QuotaError,
     },
+    /// `replay --burst` with an algorithm other than GCRA, which would
+    /// silently ignore it.
+    #[error("--burst applies only to --algorithm gcra, not {0}")]
+    BurstNeedsGcra(Algorithm),
     /// `--ping-key forwarded` without any `--trusted-proxy`.
     #[error(
         "--ping-key forwarded needs at least one --trusted-proxy (RATEWARDEN_TRUSTED_PROXIES); without one X-Forwarded-For is never believed"
@@ -309,14 +416,54 @@ fn parse_limit(s: &str) -> Result<u64, String> {
 /// A duration in whole seconds, at least 1 (SPEC section 5: a window of 0
 /// is refused) and at most 100 years.
 fn parse_window_secs(s: &str) -> Result<u64, String> {
-    const MAX: u64 = 100 * 365 * 24 * 60 * 60;
     match whole_number(s)? {
         0 => Err(format!("'{s}' must be at least 1 second")),
-        n if n > MAX => Err(format!(
-            "'{s}' is longer than the maximum of {MAX} seconds (100 years)"
+        n if n > MAX_WINDOW_SECS => Err(format!(
+            "'{s}' is longer than the maximum of {MAX_WINDOW_SECS} seconds (100 years)"
         )),
         n => Ok(n),
     }
+}
+
+/// The longest window of every duration flag: 100 years.
+const MAX_WINDOW_SECS: u64 = 100 * 365 * 24 * 60 * 60;
+
+/// A window with a unit: a whole number of at least 1 followed by `ms`,
+/// `s`, `m`, `h` or `d` (`500ms`, `60s`, `1h`), at most 100 years.
+fn parse_window(s: &str) -> Result<Duration, String> {
+    let digits_end = s
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(s.len());
+    let (digits, unit) = s.split_at(digits_end);
+    let unit_millis: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    if digits.is_empty() || unit_millis == 0 {
+        return Err(format!(
+            "'{s}' is not a whole number followed by a unit ms, s, m, h or d (e.g. 500ms, 60s, 1h)"
+        ));
+    }
+    let too_long = || format!("'{s}' is longer than the maximum of 100 years");
+    let millis = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_millis))
+        .ok_or_else(too_long)?;
+    match millis {
+        0 => Err(format!("'{s}' must be longer than zero")),
+        m if m > MAX_WINDOW_SECS * 1_000 => Err(too_long()),
+        m => Ok(Duration::from_millis(m)),
+    }
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse::<Algorithm>().map_err(|e| e.to_string())
 }
 
 fn parse_body_limit(s: &str) -> Result<usize, String> {
@@ -342,7 +489,143 @@ mod tests {
         let argv = ["ratewarden", "serve"].iter().chain(args);
         Cli::try_parse_from(argv).map(|cli| match cli.command {
             Command::Serve(a) => a,
+            other => panic!("not serve: {other:?}"),
         })
+    }
+
+    fn replay(args: &[&str]) -> Result<ReplayArgs, clap::Error> {
+        let argv = ["ratewarden", "replay"].iter().chain(args);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Replay(a) => a,
+            other => panic!("not replay: {other:?}"),
+        })
+    }
+
+    fn replay_settings(args: &[&str]) -> Result<ReplaySettings, ConfigError> {
+        replay(args).unwrap().into_settings()
+    }
+
+    #[test]
+    fn replay_windows_take_a_unit() {
+        for (text, window) in [
+            ("500ms", Duration::from_millis(500)),
+            ("1ms", Duration::from_millis(1)),
+            ("60s", Duration::from_secs(60)),
+            ("2m", Duration::from_secs(120)),
+            ("1h", Duration::from_secs(3600)),
+            ("7d", Duration::from_secs(7 * 86_400)),
+            ("36500d", Duration::from_secs(MAX_WINDOW_SECS)),
+        ] {
+            assert_eq!(parse_window(text), Ok(window), "{text}");
+        }
+    }
+
+    #[test]
+    fn replay_windows_without_a_unit_zero_fractional_negative_or_too_long_are_refused() {
+        for bad in [
+            "60",
+            "0s",
+            "0ms",
+            "1.5s",
+            "-1s",
+            "s",
+            "",
+            "1S",
+            "1 s",
+            " 1s",
+            "1sec",
+            "1us",
+            "36501d",
+            "99999999999999999999ms",
+            "18446744073709551615d",
+        ] {
+            let err = replay(&["--algorithm", "gcra", "--limit", "1", "--window", bad])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("--window") && err.contains(&format!("'{bad}'")),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn replay_flags_become_a_policy_and_the_store_defaults_to_memory() {
+        let s = replay_settings(&[
+            "--algorithm",
+            "sliding_window",
+            "--limit",
+            "5",
+            "--window",
+            "10s",
+        ])
+        .unwrap();
+        assert_eq!(s.policy.algorithm, Algorithm::SlidingWindow);
+        assert_eq!(
+            (s.policy.quota.limit(), s.policy.quota.window()),
+            (5, Duration::from_secs(10))
+        );
+        assert_eq!(s.store, StoreConfig::Memory);
+        let s = replay_settings(&[
+            "--algorithm",
+            "gcra",
+            "--limit",
+            "0",
+            "--window",
+            "1s",
+            "--burst",
+            "3",
+            "--store",
+            "sqlite:t.db",
+        ])
+        .unwrap();
+        assert_eq!((s.policy.quota.limit(), s.policy.quota.burst()), (0, 3));
+        assert_eq!(s.store, StoreConfig::Sqlite("t.db".into()));
+    }
+
+    #[test]
+    fn replay_refuses_burst_without_gcra_and_bad_limits_and_algorithms() {
+        let err = replay_settings(&[
+            "--algorithm",
+            "fixed_window",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--burst",
+            "3",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("--burst") && err.contains("fixed_window"),
+            "{err}"
+        );
+        for (flag, value) in [
+            ("--limit", "-1"),
+            ("--limit", "1.5"),
+            ("--burst", "x"),
+            ("--algorithm", "leaky_bucket"),
+            ("--store", "redis"),
+        ] {
+            let mut args = vec!["--algorithm", "gcra", "--limit", "1", "--window", "1s"];
+            if let Some(at) = args.iter().position(|a| *a == flag) {
+                args.drain(at..at + 2);
+            }
+            args.extend([flag, value]);
+            let err = replay(&args).unwrap_err().to_string();
+            assert!(
+                err.contains(flag) && err.contains(value),
+                "{flag} {value}: {err}"
+            );
+        }
+        for missing in ["--algorithm", "--limit", "--window"] {
+            let mut args = vec!["--algorithm", "gcra", "--limit", "1", "--window", "1s"];
+            let at = args.iter().position(|a| *a == missing).unwrap();
+            args.drain(at..at + 2);
+            let err = replay(&args).unwrap_err().to_string();
+            assert!(err.contains(missing), "{missing}: {err}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! - [`headers`]: the rate-limit response headers.
 //! - [`key_source`]: which client a `/ping` counts against.
 //! - [`prune`]: the pruning task.
+//! - [`replay`]: `ratewarden replay`, a trace of requests through a store.
 
 pub mod config;
 pub mod extract;
@@ -20,6 +21,7 @@ pub mod headers;
 pub mod key_source;
 pub mod problem;
 pub mod prune;
+pub mod replay;
 mod routes;
 pub mod startup;
 pub mod state;

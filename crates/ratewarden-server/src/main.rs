@@ -1,4 +1,4 @@
-//! The `ratewarden` binary: parse flags, set up logs, build, run.
+//! The `ratewarden` binary: parse flags, set up logs, run the subcommand.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Replay(args) => replay(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -36,6 +37,11 @@ fn main() -> ExitCode {
     }
 }
 
+fn replay(args: ratewarden_server::config::ReplayArgs) -> anyhow::Result<()> {
+    let settings = args.into_settings().context("invalid configuration")?;
+    Ok(ratewarden_server::replay::run(&settings)?)
+}
+
 fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
     let settings = args
         .into_settings(std::env::var(ADMIN_KEY_ENV).ok())
@@ -43,8 +49,8 @@ fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
     tracing::info!(
         listen = %settings.listen,
         store = %settings.store,
-        ping = ?settings.ping,
-        check = ?settings.check,
+        ping = %settings.ping,
+        check = %settings.check,
         ping_key = ?settings.ping_key,
         on_store_error = ?settings.on_store_error,
         admin_key = if settings.admin_key.is_some() { "set" } else { "unset: resets are refused" },

@@ -11,7 +11,7 @@ use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Settings, StoreConfig};
+use crate::config::{Settings, StoreConfig, StoreOptions};
 use crate::prune::Pruner;
 use crate::routes;
 use crate::state::{AppState, Shared};
@@ -20,7 +20,7 @@ use crate::state::{AppState, Shared};
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     /// The store could not be opened.
-    #[error("cannot open the store {store}: {source}")]
+    #[error("cannot open the store {store}")]
     Store {
         /// Which store (path or URL, without secrets).
         store: String,
@@ -28,7 +28,7 @@ pub enum StartupError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The `--listen` address.
         addr: SocketAddr,
@@ -37,27 +37,48 @@ pub enum StartupError {
     },
 }
 
+/// A store as [`open_store`] opened it: the memory store by its own type,
+/// so `replay` can call its synchronous API without a runtime; every other
+/// store behind the async [`Store`] trait.
+#[derive(Debug)]
+pub enum OpenedStore {
+    /// The in-process store.
+    Memory(MemoryStore),
+    /// Any other store.
+    Dyn(Arc<dyn Store>),
+}
+
+impl OpenedStore {
+    /// The store behind the trait, to share.
+    pub fn into_dyn(self) -> Arc<dyn Store> {
+        match self {
+            OpenedStore::Memory(store) => Arc::new(store),
+            OpenedStore::Dyn(store) => store,
+        }
+    }
+}
+
 /// The composition root of the store: the one function that turns a
-/// [`StoreConfig`] into a [`Store`].
+/// [`StoreConfig`] into a store.
 ///
 /// # Errors
 /// [`StartupError::Store`] when it cannot be opened.
 pub fn open_store(
     config: &StoreConfig,
-    settings: &Settings,
-) -> Result<Arc<dyn Store>, StartupError> {
+    options: &StoreOptions,
+) -> Result<OpenedStore, StartupError> {
     match config {
-        StoreConfig::Memory => Ok(Arc::new(MemoryStore::new())),
+        StoreConfig::Memory => Ok(OpenedStore::Memory(MemoryStore::new())),
         StoreConfig::Sqlite(path) => {
             let options = SqliteOptions {
-                audit_retention: settings.audit_retention,
+                audit_retention: options.audit_retention,
                 ..SqliteOptions::default()
             };
             let store = SqliteStore::open(path, options).map_err(|e| StartupError::Store {
                 store: config.to_string(),
                 source: Box::new(e),
             })?;
-            Ok(Arc::new(store))
+            Ok(OpenedStore::Dyn(Arc::new(store)))
         }
     }
 }
@@ -79,7 +100,7 @@ impl Application {
         settings: Settings,
         clock: Arc<dyn Clock>,
     ) -> Result<Application, StartupError> {
-        let store = open_store(&settings.store, &settings)?;
+        let store = open_store(&settings.store, &settings.store_options())?.into_dyn();
         let listener =
             TcpListener::bind(settings.listen)
                 .await

@@ -87,7 +87,7 @@ impl Default for SqliteOptions {
 pub enum SqliteError {
     /// SQLite refused: the file cannot be opened, is not a database, or a
     /// statement failed.
-    #[error("SQLite: {0}")]
+    #[error("SQLite failed")]
     Sqlite(#[from] rusqlite::Error),
     /// The file was written by a newer ratewarden.
     #[error("database schema version {found} is newer than this ratewarden understands ({known})")]

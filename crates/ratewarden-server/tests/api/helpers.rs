@@ -114,7 +114,9 @@ pub fn settings(options: &AppOptions, db: &std::path::Path) -> Settings {
     .into_iter()
     .map(str::to_owned)
     .chain(options.args.iter().cloned());
-    let Command::Serve(args) = Cli::try_parse_from(argv).expect("valid flags").command;
+    let Command::Serve(args) = Cli::try_parse_from(argv).expect("valid flags").command else {
+        panic!("the arguments start with `serve`");
+    };
     args.into_settings(options.admin_key.clone())
         .expect("valid settings")
 }
