@@ -58,6 +58,18 @@ pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// `n` nanoseconds as an exact [`Duration`]; waits computed in `u128` can
+/// exceed `u64::MAX` ns (about 584 years) with huge windows, and a
+/// `Duration` holds them (saturating only past `Duration::MAX`).
+pub fn duration_from_nanos(n: u128) -> Duration {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    match u64::try_from(n / NANOS_PER_SEC) {
+        // The remainder is below 10^9, so it fits a u32.
+        Ok(secs) => Duration::new(secs, (n % NANOS_PER_SEC) as u32),
+        Err(_) => Duration::MAX,
+    }
+}
+
 /// A source of the current time. Object safe; share it as `Arc<dyn Clock>`.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current instant.
@@ -148,6 +160,14 @@ mod tests {
             Timestamp::EPOCH
         );
         assert_eq!(Timestamp::from_unix_secs(u64::MAX), end);
+    }
+
+    #[test]
+    fn durations_beyond_u64_nanoseconds_stay_exact() {
+        let two_max = 2 * u128::from(u64::MAX);
+        assert_eq!(duration_from_nanos(two_max).as_nanos(), two_max);
+        assert_eq!(duration_from_nanos(1), Duration::from_nanos(1));
+        assert_eq!(duration_from_nanos(u128::MAX), Duration::MAX);
     }
 
     #[test]

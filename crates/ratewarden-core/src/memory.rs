@@ -8,7 +8,7 @@
 //! Memory stays bounded by the keys active recently: every entry records
 //! when its state stops mattering (fixed window: the window's end; sliding
 //! window: the end of the next window; GCRA: the theoretical arrival time;
-//! sliding log: the newest event + W), and a shard drops its expired
+//! sliding log: the newest event + W; saturating at the end of time), and a shard drops its expired
 //! entries every [`SWEEP_EVERY`] operations, besides [`Store::prune`].
 //! Keys of up to 15 bytes are stored inline in the entry (16 bytes);
 //! longer ones take one more heap allocation.
@@ -230,26 +230,27 @@ trait Expiring {
     fn expires(&self) -> u64;
 }
 
-/// Fixed window: the window end instead of its index, so expiry needs no
-/// quota. `k = end / W − 1`.
+/// Fixed window: the state and its expiry, the window end `(k + 1)·W`
+/// (saturating; the index is kept as such because the end cannot be
+/// turned back into it once it saturates).
 #[derive(Debug, Clone, Copy)]
 struct FixedEntry {
-    end: u64,
-    count: u64,
+    state: FixedWindowState,
+    expires: u64,
 }
 
 impl Expiring for FixedEntry {
     fn expires(&self) -> u64 {
-        self.end
+        self.expires
     }
 }
 
-/// Sliding window: `expires = (k + 2)·W`, when `curr` stops weighing.
+/// Sliding window: the state and `(k + 2)·W`, when `curr` stops weighing
+/// (saturating).
 #[derive(Debug, Clone, Copy)]
 struct SlidingEntry {
+    state: SlidingWindowState,
     expires: u64,
-    curr: u64,
-    prev: u64,
 }
 
 impl Expiring for SlidingEntry {
@@ -343,13 +344,11 @@ impl Shard {
         let w = ctx.quota.window_nanos();
         match algorithm {
             Algorithm::FixedWindow => ctx.update(&mut self.fixed, |state| {
-                let (d, next) =
-                    fixed_window::decide(state.map(|e| fixed_state(&e, w)), ctx.quota, attempt);
+                let (d, next) = fixed_window::decide(state.map(|e| e.state), ctx.quota, attempt);
                 (d, next.map(|s| fixed_entry(s, w)))
             }),
             Algorithm::SlidingWindow => ctx.update(&mut self.sliding, |state| {
-                let (d, next) =
-                    sliding_window::decide(state.map(|e| sliding_state(&e, w)), ctx.quota, attempt);
+                let (d, next) = sliding_window::decide(state.map(|e| e.state), ctx.quota, attempt);
                 (d, next.map(|s| sliding_entry(s, w)))
             }),
             Algorithm::Gcra => ctx.update(&mut self.gcra, |state| {
@@ -382,18 +381,13 @@ impl Shard {
     }
 
     fn status(&self, algorithm: Algorithm, ctx: &Ctx<'_>, now: Timestamp) -> Decision {
-        let w = ctx.quota.window_nanos();
         match algorithm {
-            Algorithm::FixedWindow => fixed_window::status(
-                ctx.get(&self.fixed).map(|e| fixed_state(e, w)),
-                ctx.quota,
-                now,
-            ),
-            Algorithm::SlidingWindow => sliding_window::status(
-                ctx.get(&self.sliding).map(|e| sliding_state(e, w)),
-                ctx.quota,
-                now,
-            ),
+            Algorithm::FixedWindow => {
+                fixed_window::status(ctx.get(&self.fixed).map(|e| e.state), ctx.quota, now)
+            }
+            Algorithm::SlidingWindow => {
+                sliding_window::status(ctx.get(&self.sliding).map(|e| e.state), ctx.quota, now)
+            }
             Algorithm::Gcra => gcra::status(
                 ctx.get(&self.gcra).map(|&tat| GcraState { tat }),
                 ctx.quota,
@@ -469,33 +463,17 @@ impl Shard {
     }
 }
 
-fn fixed_state(e: &FixedEntry, w: u64) -> FixedWindowState {
-    FixedWindowState {
-        window: (e.end / w).saturating_sub(1),
-        count: e.count,
-    }
-}
-
-fn fixed_entry(s: FixedWindowState, w: u64) -> FixedEntry {
+fn fixed_entry(state: FixedWindowState, w: u64) -> FixedEntry {
     FixedEntry {
-        end: s.window.saturating_add(1).saturating_mul(w),
-        count: s.count,
+        state,
+        expires: state.window.saturating_add(1).saturating_mul(w),
     }
 }
 
-fn sliding_state(e: &SlidingEntry, w: u64) -> SlidingWindowState {
-    SlidingWindowState {
-        window: (e.expires / w).saturating_sub(2),
-        curr: e.curr,
-        prev: e.prev,
-    }
-}
-
-fn sliding_entry(s: SlidingWindowState, w: u64) -> SlidingEntry {
+fn sliding_entry(state: SlidingWindowState, w: u64) -> SlidingEntry {
     SlidingEntry {
-        expires: s.window.saturating_add(2).saturating_mul(w),
-        curr: s.curr,
-        prev: s.prev,
+        state,
+        expires: state.window.saturating_add(2).saturating_mul(w),
     }
 }
 
@@ -627,6 +605,29 @@ mod tests {
             "the key's count survived the shrink"
         );
         assert_eq!(store.len(), 1);
+    }
+
+    /// Regression: the memory store kept `(k+1)·W` / `(k+2)·W` instead of
+    /// the window index; near the end of time that product saturated, the
+    /// index read back wrong and the sliding window admitted without limit.
+    #[test]
+    fn window_state_survives_when_the_window_end_overflows() {
+        let store = MemoryStore::new();
+        let t = |n: u64| Attempt::one(Timestamp::from_unix_nanos(n));
+        // The testkit's failing input: (k+2)·W passes u64::MAX.
+        let max = i64::MAX as u64;
+        let p = policy(Algorithm::SlidingWindow, 2, Duration::from_nanos(max));
+        let key = Key::single("sliding").unwrap();
+        assert!(store.acquire_now(&p, &key, t(max - 1)).allowed());
+        assert!(store.acquire_now(&p, &key, t(max)).allowed());
+        assert!(!store.acquire_now(&p, &key, t(max)).allowed());
+        // The same kind for the fixed window: window 1 of W = 2^63 ends at 2^64.
+        let p = policy(Algorithm::FixedWindow, 2, Duration::from_nanos(1 << 63));
+        let key = Key::single("fixed").unwrap();
+        let late = (1 << 63) + 5;
+        assert!(store.acquire_now(&p, &key, t(late)).allowed());
+        assert!(store.acquire_now(&p, &key, t(late)).allowed());
+        assert!(!store.acquire_now(&p, &key, t(late)).allowed());
     }
 
     #[test]

@@ -115,7 +115,7 @@ fn narrow(n: u128) -> u64 {
 }
 
 fn nanos(n: u128) -> Duration {
-    Duration::from_nanos(narrow(n))
+    crate::clock::duration_from_nanos(n)
 }
 
 #[cfg(test)]

@@ -111,10 +111,11 @@ pub fn status<E>(
     })
 }
 
-/// Time until `event` leaves the window seen from `now`: `e + W − t`.
+/// Time until `event` leaves the window seen from `now`: `e + W − t`,
+/// exact in `u128` (`e + W` can pass `u64::MAX`).
 fn expiry_after(quota: &Quota, event: Timestamp, now: Timestamp) -> Duration {
-    let expires = event.as_unix_nanos().saturating_add(quota.window_nanos());
-    Duration::from_nanos(expires.saturating_sub(now.as_unix_nanos()))
+    let expires = u128::from(event.as_unix_nanos()) + u128::from(quota.window_nanos());
+    crate::clock::duration_from_nanos(expires.saturating_sub(u128::from(now.as_unix_nanos())))
 }
 
 fn reset_after(quota: &Quota, log: LiveLog, now: Timestamp) -> Duration {

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use crate::clock::duration_from_nanos;
 use crate::quota::MAX_COUNT;
 use crate::{Attempt, Decision, Outcome, Quota, Timestamp};
 
@@ -123,7 +124,7 @@ impl View<'_> {
             let keep = (l - c128) * w / u128::from(curr).max(1);
             to_next_window + w.saturating_sub(keep)
         };
-        Duration::from_nanos(u64::try_from(d.max(1)).unwrap_or(u64::MAX))
+        duration_from_nanos(d.max(1))
     }
 
     fn decision(&self, curr: u64, outcome: Outcome) -> Decision {
@@ -143,7 +144,7 @@ impl View<'_> {
             limit: self.quota.limit(),
             remaining: u64::try_from(capacity.saturating_sub(load) / self.w).unwrap_or(u64::MAX),
             used: u64::try_from(load.div_ceil(self.w)).unwrap_or(u64::MAX),
-            reset_after: Duration::from_nanos(u64::try_from(reset_after).unwrap_or(u64::MAX)),
+            reset_after: duration_from_nanos(reset_after),
         }
     }
 }

@@ -1,0 +1,41 @@
+//! ratewarden's test kit: a manual clock, naive reference models of the
+//! four algorithms, and the store conformance suite. Use it as a
+//! dev-dependency only.
+//!
+//! Every store must give the same decisions for the same requests at the
+//! same times (SPEC section 6). [`store_conformance!`] stamps out the whole
+//! suite, one test per (check, algorithm), for a store factory:
+//!
+//! ```no_run
+//! use ratewarden_core::MemoryStore;
+//! use ratewarden_testkit::TestStore;
+//!
+//! ratewarden_testkit::store_conformance!(memory, || async { TestStore::new(MemoryStore::new()) });
+//! # fn main() {}
+//! ```
+//!
+//! which yields tests such as `memory::gcra::retry_after_is_the_shortest_wait`.
+//! The factory runs once per test, so every test has a store of its own
+//! (for SQLite: a temporary file, kept alive by [`TestStore::with_guard`]).
+//! The generated tests need no `tokio` dependency of their own.
+//!
+//! # Layout
+//! - [`model`]: [`model::Model`], one naive reference model per algorithm,
+//!   written from SPEC section 6 without `ratewarden_core::algorithm`.
+//! - [`conformance`]: the checks, async functions of
+//!   `(Arc<dyn Store>, Algorithm)`, and [`TestStore`].
+//! - [`store_conformance!`]: the macro that turns them into tests.
+
+pub mod conformance;
+mod macros;
+pub mod model;
+
+pub use conformance::TestStore;
+pub use ratewarden_core::ManualClock;
+
+/// What [`store_conformance!`] refers to through `$crate`; not public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use ratewarden_core::Algorithm;
+    pub use tokio;
+}
