@@ -1076,7 +1076,7 @@ async fn a_database_with_a_newer_schema_version_is_refused() {
             err,
             SqliteError::NewerSchema {
                 found: 99,
-                known: 1
+                known: 2
             }
         ),
         "{err:?}"
