@@ -73,33 +73,31 @@ impl MemoryStore {
     /// [`Store::acquire`] without the async wrapper: the memory store never
     /// waits and never fails.
     pub fn acquire_now(&self, policy: &Policy, key: &Key, attempt: Attempt) -> Decision {
-        let hash = self.hasher.hash_one(key.encoded());
-        let mut shard = self.shard(hash);
+        let (mut shard, ctx) = self.locate(policy, key);
         shard.ops += 1;
         if shard.ops >= SWEEP_EVERY {
             shard.ops = 0;
             shard.sweep(None, attempt.now, &self.hasher);
         }
-        let ctx = Ctx {
-            hash,
-            key: key.encoded(),
-            hasher: &self.hasher,
-            quota: &policy.quota,
-        };
         shard.acquire(policy.algorithm, &ctx, attempt)
     }
 
     /// [`Store::status`] without the async wrapper.
     pub fn status_now(&self, policy: &Policy, key: &Key, now: Timestamp) -> Decision {
+        let (shard, ctx) = self.locate(policy, key);
+        shard.status(policy.algorithm, &ctx, now)
+    }
+
+    /// The locked shard of `key`, and what finding its entry takes.
+    fn locate<'a>(&'a self, policy: &'a Policy, key: &'a Key) -> (MutexGuard<'a, Shard>, Ctx<'a>) {
         let hash = self.hasher.hash_one(key.encoded());
-        let shard = self.shard(hash);
         let ctx = Ctx {
             hash,
             key: key.encoded(),
             hasher: &self.hasher,
             quota: &policy.quota,
         };
-        shard.status(policy.algorithm, &ctx, now)
+        (self.shard(hash), ctx)
     }
 
     fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {

@@ -41,19 +41,7 @@ pub fn decide(
     quota: &Quota,
     attempt: Attempt,
 ) -> (Decision, Option<SlidingWindowState>) {
-    let w = quota.window_nanos();
-    let t = attempt.now.as_unix_nanos();
-    let k = t / w;
-    let (prev, curr) = counters_at(state, k);
-    let view = View {
-        quota,
-        w: u128::from(w),
-        l: u128::from(quota.limit()),
-        elapsed: u128::from(t - k * w),
-        t,
-        k,
-        prev,
-    };
+    let (view, curr) = View::new(state, quota, attempt.now);
     let c = attempt.cost.get();
     if c > quota.limit() {
         return (view.decision(curr, Outcome::Never), None);
@@ -61,9 +49,9 @@ pub fn decide(
     let load = view.load(curr);
     if load + u128::from(c) * view.w <= view.l * view.w {
         let next = SlidingWindowState {
-            window: k,
+            window: view.k,
             curr: curr.saturating_add(c).min(MAX_COUNT),
-            prev,
+            prev: view.prev,
         };
         return (view.decision(next.curr, Outcome::Allowed), Some(next));
     }
@@ -74,23 +62,9 @@ pub fn decide(
 /// What a request of cost 1 would get now, without recording anything.
 pub fn status(state: Option<SlidingWindowState>, quota: &Quota, now: Timestamp) -> Decision {
     let (d, _) = decide(state, quota, Attempt::one(now));
-    let w = quota.window_nanos();
-    let k = now.as_unix_nanos() / w;
-    let (prev, curr) = counters_at(state, k);
-    let view = View {
-        quota,
-        w: u128::from(w),
-        l: u128::from(quota.limit()),
-        elapsed: u128::from(now.as_unix_nanos() - k * w),
-        t: now.as_unix_nanos(),
-        k,
-        prev,
-    };
-    // decide() reports the state after recording; status records nothing.
-    Decision {
-        outcome: d.outcome,
-        ..view.decision(curr, d.outcome)
-    }
+    // decide() reports the counters after recording; status records nothing.
+    let (view, curr) = View::new(state, quota, now);
+    view.decision(curr, d.outcome)
 }
 
 /// One key's counters at one instant, widened for exact arithmetic.
@@ -105,6 +79,24 @@ struct View<'a> {
 }
 
 impl View<'_> {
+    /// The view of `state` at `now`, and the current window's count.
+    fn new(state: Option<SlidingWindowState>, quota: &Quota, now: Timestamp) -> (View<'_>, u64) {
+        let w = quota.window_nanos();
+        let t = now.as_unix_nanos();
+        let k = t / w;
+        let (prev, curr) = counters_at(state, k);
+        let view = View {
+            quota,
+            w: u128::from(w),
+            l: u128::from(quota.limit()),
+            elapsed: u128::from(t - k * w),
+            t,
+            k,
+            prev,
+        };
+        (view, curr)
+    }
+
     fn load(&self, curr: u64) -> u128 {
         u128::from(self.prev) * (self.w - self.elapsed) + u128::from(curr) * self.w
     }
