@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use ratewarden_core::{Algorithm, Policy, Quota};
+use ratewarden_redis::RedisConfig;
 
 /// The environment variable that holds the admin key. Never a flag, so it
 /// cannot leak through `ps` or shell history.
@@ -56,9 +57,10 @@ pub struct ServeArgs {
     )]
     pub db: PathBuf,
 
-    /// Where limiter state lives: `memory` (this process only, lost at exit)
-    /// or `sqlite:PATH`. Default: SQLite at `--db`.
-    #[arg(long, env = "RATEWARDEN_STORE", value_name = "memory|sqlite:PATH", value_parser = parse_store)]
+    /// Where limiter state lives: `memory` (this process only, lost at exit),
+    /// `sqlite:PATH` or `redis://HOST:PORT/DB` (shared by every instance
+    /// using it). Default: SQLite at `--db`.
+    #[arg(long, env = "RATEWARDEN_STORE", value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB", value_parser = StoreParser)]
     pub store: Option<StoreConfig>,
 
     /// Requests allowed per window on GET /ping (0 refuses every request).
@@ -80,6 +82,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_CHECK_WINDOW", default_value = "60", value_name = "SECS",
           value_parser = parse_window_secs, allow_negative_numbers = true)]
     pub check_window: u64,
+
+    /// The algorithm behind GET /ping: `fixed_window` (seed A), `sliding_log`,
+    /// `sliding_window` or `gcra` (see docs/algorithms.md).
+    #[arg(long, env = "RATEWARDEN_PING_ALGORITHM", default_value = "fixed_window",
+          value_name = "ALGORITHM", value_parser = parse_algorithm)]
+    pub ping_algorithm: Algorithm,
 
     /// Where GET /ping takes its key from.
     #[arg(long, env = "RATEWARDEN_PING_KEY", value_enum, default_value_t = KeySourceArg::Header)]
@@ -130,9 +138,10 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", value_parser = parse_limit, allow_negative_numbers = true)]
     pub burst: Option<u64>,
 
-    /// Where limiter state lives: `memory` or `sqlite:PATH`. A SQLite file
+    /// Where limiter state lives: `memory`, `sqlite:PATH` or
+    /// `redis://HOST:PORT/DB`. A SQLite file or Redis
     /// keeps its state, so a second replay on it continues from the first.
-    #[arg(long, value_name = "memory|sqlite:PATH", default_value = "memory", value_parser = parse_store)]
+    #[arg(long, value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB", default_value = "memory", value_parser = StoreParser)]
     pub store: StoreConfig,
 }
 
@@ -267,6 +276,8 @@ pub enum StoreConfig {
     Memory,
     /// Embedded SQLite at this path.
     Sqlite(PathBuf),
+    /// A Redis server, shared by every instance that uses it.
+    Redis(RedisConfig),
 }
 
 impl std::fmt::Display for StoreConfig {
@@ -274,16 +285,56 @@ impl std::fmt::Display for StoreConfig {
         match self {
             StoreConfig::Memory => f.write_str("memory"),
             StoreConfig::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
+            // Redacted: the URL's password is never shown.
+            StoreConfig::Redis(config) => write!(f, "{config}"),
         }
     }
 }
 
-/// `memory` or `sqlite:PATH`, as `--store` takes it.
+/// `--store`'s parser: [`parse_store`], with errors that never repeat
+/// the value as typed (clap's own message would, and a Redis URL may hold
+/// a password); the message names the flag and shows the URL redacted.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreParser;
+
+impl clap::builder::TypedValueParser for StoreParser {
+    type Value = StoreConfig;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<StoreConfig, clap::Error> {
+        let flag = arg
+            .and_then(clap::Arg::get_long)
+            .map_or_else(|| "--store".to_owned(), |long| format!("--{long}"));
+        let refuse = |message: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for '{flag}': {message}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value
+            .to_str()
+            .ok_or_else(|| refuse("the value is not valid UTF-8".to_owned()))?;
+        parse_store(text).map_err(refuse)
+    }
+}
+
+/// `memory`, `sqlite:PATH` or a Redis URL (`redis://HOST:PORT/DB`), as
+/// `--store` takes it.
 pub fn parse_store(s: &str) -> Result<StoreConfig, String> {
     match s.split_once(':') {
         _ if s == "memory" => Ok(StoreConfig::Memory),
         Some(("sqlite", path)) if !path.is_empty() => Ok(StoreConfig::Sqlite(PathBuf::from(path))),
-        _ => Err(format!("'{s}' is not a store: use memory or sqlite:PATH")),
+        Some(("redis" | "rediss" | "redis+unix", _)) => RedisConfig::from_url(s)
+            .map(StoreConfig::Redis)
+            .map_err(|e| e.to_string()),
+        _ => Err(format!(
+            "'{s}' is not a store: use memory, sqlite:PATH or redis://HOST:PORT/DB"
+        )),
     }
 }
 
@@ -372,7 +423,7 @@ impl ServeArgs {
             store: self.store.unwrap_or(StoreConfig::Sqlite(self.db)),
             ping: policy(
                 "ping",
-                Algorithm::FixedWindow,
+                self.ping_algorithm,
                 self.ping_limit,
                 self.ping_window,
                 "--ping-limit/--ping-window",
@@ -680,10 +731,53 @@ mod tests {
             .into_settings(None)
             .unwrap();
         assert_eq!(s.store, StoreConfig::Sqlite("/tmp/a b.db".into()));
-        for bad in ["sqlite:", "redis", "mem", ""] {
+        for bad in [
+            "sqlite:",
+            "redis",
+            "mem",
+            "",
+            "redis://h:port/0",
+            "rediss://h/0",
+        ] {
             let err = serve(&["--store", bad]).unwrap_err().to_string();
             assert!(err.contains("--store"), "{bad}: {err}");
         }
+        let s = serve(&["--store", "redis://:pw@127.0.0.1:6390/2"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap();
+        let StoreConfig::Redis(config) = &s.store else {
+            panic!("not a Redis store: {:?}", s.store);
+        };
+        assert_eq!(config.url(), "redis://:pw@127.0.0.1:6390/2");
+        assert_eq!(s.store.to_string(), "redis://:<redacted>@127.0.0.1:6390/2");
+        assert!(!format!("{:?}", s.store).contains("pw"), "{:?}", s.store);
+        for bad in ["redis://:hunter2@h:port/0", "rediss://:hunter2@h/0"] {
+            let err = serve(&["--store", bad]).unwrap_err().to_string();
+            assert!(
+                err.contains("--store") && err.contains("<redacted>"),
+                "{err}"
+            );
+            assert!(!err.contains("hunter2"), "the password leaked: {err}");
+        }
+    }
+
+    #[test]
+    fn the_ping_algorithm_is_configurable_and_checked() {
+        let s = serve(&[]).unwrap().into_settings(None).unwrap();
+        assert_eq!(s.ping.algorithm, Algorithm::FixedWindow);
+        let s = serve(&["--ping-algorithm", "gcra"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap();
+        assert_eq!(s.ping.algorithm, Algorithm::Gcra);
+        let err = serve(&["--ping-algorithm", "leaky"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--ping-algorithm") && err.contains("leaky"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -222,7 +222,9 @@ pub fn replay(
             replay_with(&mut decide, input, output, progress)
         }
         OpenedStore::Dyn(store) => {
+            // Timers and IO: the Redis store needs both.
             let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
                 .build()
                 .map_err(ReplayError::Runtime)?;
             let mut decide = |key: &Key, attempt| {

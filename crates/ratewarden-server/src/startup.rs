@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ratewarden_core::{Clock, MemoryStore, Store};
+use ratewarden_redis::RedisStore;
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -75,6 +76,15 @@ pub fn open_store(
                 ..SqliteOptions::default()
             };
             let store = SqliteStore::open(path, options).map_err(|e| StartupError::Store {
+                store: config.to_string(),
+                source: Box::new(e),
+            })?;
+            Ok(OpenedStore::Dyn(Arc::new(store)))
+        }
+        // Connects on first use, so that the service starts while Redis is
+        // down; until it is up, decisions follow `--on-store-error`.
+        StoreConfig::Redis(redis) => {
+            let store = RedisStore::new(redis.clone()).map_err(|e| StartupError::Store {
                 store: config.to_string(),
                 source: Box::new(e),
             })?;

@@ -1,0 +1,385 @@
+//! ratewarden's Redis store: several ratewarden instances share one set of
+//! limits, each decision one Lua script in one round trip.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use ratewarden_core::{Acquire, Algorithm, Attempt, Clock, Key, Policy, Quota, Store, SystemClock};
+//! use ratewarden_redis::{RedisConfig, RedisStore};
+//! use std::time::Duration;
+//!
+//! let config = RedisConfig::from_url("redis://127.0.0.1:6379/0")?.with_key_prefix("app:")?;
+//! let store = RedisStore::connect(config).await?;
+//! let policy = Policy {
+//!     name: "api".into(),
+//!     algorithm: Algorithm::Gcra,
+//!     quota: Quota::new(100, Duration::from_secs(60))?,
+//! };
+//! let key = Key::single("alice")?;
+//! let attempt = Attempt::one(SystemClock.now());
+//! let decision = store.acquire(Acquire { policy: &policy, key: &key, attempt, audit: None }).await?;
+//! println!("allowed: {}", decision.allowed());
+//! # Ok(()) }
+//! ```
+//!
+//! # Consistency
+//! Every decision is one Lua script, which Redis runs atomically: reading
+//! the key's state, deciding whether to write and writing it (with its
+//! expiry) cannot interleave with another instance's decision on the same
+//! key, so a single Redis server never over-admits. The answers are those
+//! of SPEC section 6, exactly as the memory and SQLite stores give them
+//! (the conformance suite checks it): the script returns the state it
+//! saw, and Rust runs the reference algorithm of `ratewarden_core` on it.
+//! What Redis itself may lose is outside this promise: with asynchronous
+//! replication a failover can drop the last writes (a key may then admit
+//! again what it admitted just before), and without persistence a Redis
+//! restart forgets every counter.
+//!
+//! `reset` is not atomic across keys: it scans for the keys under the
+//! prefix and unlinks them in batches, so a decision running meanwhile may
+//! recreate a key, and a failure midway leaves part of them deleted.
+//! `prune` does nothing (and returns 0): every key expires by itself.
+//!
+//! # Why Lua
+//! A decision must read, decide and write as one step. `WATCH`/`MULTI`
+//! needs retries under contention and two round trips; a read from Rust
+//! followed by a write could interleave with another instance. A script
+//! is one round trip and atomic. Scripts run by `EVALSHA`; after a Redis
+//! restart or `SCRIPT FLUSH` the `NOSCRIPT` reply makes the client load
+//! the script and retry once. The scripts keep only the state transition;
+//! everything that depends on the request alone (the window index, the
+//! window's end, `c·T`, `B·T`, `L·W`, thresholds, TTLs) is computed in Rust.
+//!
+//! # Numbers: Lua has only doubles
+//! Redis runs Lua 5.1, whose numbers are doubles, exact only up to 2^53,
+//! while times are `u64` nanoseconds (about 1.8·10^18 today), counts go up
+//! to `i64::MAX` and the sliding window compares products up to 2^127. So
+//! every such number crosses into Lua as a decimal string, and the scripts
+//! compare, add and multiply them exactly on decimal strings
+//! (`lua/decimal.lua`); `tonumber` is used only on values known to be
+//! small (live event counts, TTLs in milliseconds). Counters are read with
+//! `GET`, never from an `INCRBY` reply (an integer reply becomes a double
+//! in Lua). Sliding-log events are members of a sorted set named by their
+//! zero-padded nanosecond time, all scored 0, because a double score
+//! would round nanoseconds.
+//!
+//! # Time and clock skew
+//! The caller passes the time (its [`ratewarden_core::Clock`]); Redis's
+//! `TIME` is not used, so tests drive window edges to the nanosecond and
+//! every store agrees on the same inputs. With several instances, each
+//! instance's clock decides its windows: if two clocks differ by `d`, then
+//! around a window edge one instance still counts in the old window while
+//! the other has moved on, which lets through at most the requests of `d`
+//! extra time. Keep the instances' clocks synchronised (NTP).
+//!
+//! # Expiry
+//! Every key gets its expiry in the same script that writes it, so no key
+//! ever lives without one: a fixed-window counter until its window ends, a
+//! sliding window until `(k+2)·W`, a sliding log until its newest event is
+//! `W` old, a GCRA `tat` until that instant — each rounded up to whole
+//! milliseconds, at least 1 ms, plus [`RedisConfig::ttl_slack`], and never
+//! shortened by a later write. A TTL that is too short would silently
+//! forget counts; one that is a little too long changes no answer, because
+//! the state carries its window index or its instants.
+//!
+//! # Keys
+//! `<prefix>rw:<algorithm>:{<hex of Key::encoded()>}` (fixed window:
+//! `…:<k>` per window). The length-prefixed encoding keeps different keys
+//! apart; hex keeps braces and glob characters out; the braces make the
+//! hex the Redis Cluster hash tag, so one key's state lives in one slot.
+//!
+//! # Failures
+//! Every call has a timeout ([`RedisConfig::timeout`], 100 ms by default);
+//! a timeout, a lost connection or a server that is loading or busy is
+//! [`StoreError::Unavailable`] (transient: the server's fail-open or
+//! fail-closed policy applies). The connection is a
+//! [`redis::aio::ConnectionManager`], which reconnects by itself after
+//! Redis comes back.
+//!
+//! # Layout
+//! - `config.rs`: [`RedisConfig`] (redacted `Display`), [`RedisConfigError`].
+//! - `keys.rs`: key names and the reset pattern.
+//! - `numbers.rs`: decimal strings, TTLs.
+//! - `scripts.rs` and `lua/`: the scripts, one per algorithm, plus the
+//!   shared decimal arithmetic and the sliding log's read-only script.
+//! - `fixed_window.rs`, `sliding_log.rs`, `sliding_window.rs`, `gcra.rs`:
+//!   one atomic operation and one read-only status each.
+
+mod config;
+mod fixed_window;
+mod gcra;
+mod keys;
+mod numbers;
+mod scripts;
+mod sliding_log;
+mod sliding_window;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, Store, StoreError, Timestamp};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, RetryMethod};
+use tokio::sync::OnceCell;
+
+pub use config::{RedisConfig, RedisConfigError};
+use scripts::Scripts;
+
+/// Keys deleted per `UNLINK` during a reset, and the `SCAN` count hint.
+const RESET_BATCH: usize = 500;
+
+/// The Redis store. Cheap to share behind an `Arc`; see the crate docs for
+/// its consistency promise.
+pub struct RedisStore {
+    config: RedisConfig,
+    client: redis::Client,
+    connection: OnceCell<ConnectionManager>,
+    scripts: Scripts,
+    closed: AtomicBool,
+    /// Random per store, so sliding-log members of two instances differ.
+    instance: u64,
+    requests: AtomicU64,
+}
+
+impl RedisStore {
+    /// A store that connects on its first call (so it can be built outside
+    /// an async runtime, and a server can start while Redis is down: its
+    /// calls fail with [`StoreError::Unavailable`] until Redis is up).
+    ///
+    /// # Errors
+    /// [`RedisConfigError::InvalidUrl`] when the client refuses the URL.
+    pub fn new(config: RedisConfig) -> Result<RedisStore, RedisConfigError> {
+        let client = redis::Client::open(config.url())
+            .map_err(|_| RedisConfigError::InvalidUrl(config.to_string()))?;
+        Ok(RedisStore {
+            config,
+            client,
+            connection: OnceCell::new(),
+            scripts: Scripts::new(),
+            closed: AtomicBool::new(false),
+            instance: rand::random(),
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// A store connected now, with its scripts loaded.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when Redis cannot be reached within the
+    /// connect timeout, [`StoreError::Failed`] for an invalid URL.
+    pub async fn connect(config: RedisConfig) -> Result<RedisStore, StoreError> {
+        let timeout = config.connect_timeout().max(config.timeout());
+        let store = RedisStore::new(config).map_err(|e| StoreError::Failed(e.to_string()))?;
+        match tokio::time::timeout(timeout, store.connection()).await {
+            Ok(Ok(_)) => Ok(store),
+            Ok(Err(e)) => Err(redis_error(e)),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "cannot connect to {} within {timeout:?}",
+                store.config
+            ))),
+        }
+    }
+
+    /// The configuration (its `Display` hides the password).
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// The connection, made (and the scripts loaded) on first use.
+    async fn connection(&self) -> Result<ConnectionManager, RedisError> {
+        let manager = self
+            .connection
+            .get_or_try_init(|| async {
+                // Short, bounded backoff: after Redis comes back, the next
+                // attempt is at most 250 ms away.
+                let options = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.config.connect_timeout()))
+                    .set_response_timeout(None)
+                    .set_number_of_retries(4)
+                    .set_min_delay(Duration::from_millis(25))
+                    .set_max_delay(Duration::from_millis(250));
+                let mut manager =
+                    ConnectionManager::new_lazy_with_config(self.client.clone(), options)?;
+                for script in self.scripts.all() {
+                    script.load_async(&mut manager).await?;
+                }
+                Ok::<_, RedisError>(manager)
+            })
+            .await?;
+        Ok(manager.clone())
+    }
+
+    /// Runs one round trip with the connection, bounded by the timeout.
+    async fn call<'a, T, F, Fut>(&'a self, op: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>> + 'a,
+    {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        let timeout = self.config.timeout();
+        let work = async {
+            let con = self.connection().await.map_err(redis_error)?;
+            op(con).await
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "Redis did not answer within {timeout:?}"
+            ))),
+        }
+    }
+
+    /// A request id unique among this store's requests and, with the random
+    /// instance number, among every instance's.
+    fn next_request_id(&self) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{:016x}{n:x}", self.instance)
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("config", &self.config)
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connection trouble, timeouts and a server that is loading, busy or
+/// failing over are transient; anything else (a script error, a corrupt
+/// value) is not.
+pub(crate) fn redis_error(e: RedisError) -> StoreError {
+    let transient_code = matches!(
+        e.code(),
+        Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "OOM")
+    );
+    if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || transient_code
+        || !matches!(e.retry_method(), RetryMethod::NoRetry)
+    {
+        StoreError::Unavailable(format!("Redis: {e}"))
+    } else {
+        StoreError::Failed(format!("Redis: {e}"))
+    }
+}
+
+/// The script and the reference algorithm decided differently: a bug.
+pub(crate) fn disagreement(algorithm: Algorithm) -> StoreError {
+    StoreError::Failed(format!(
+        "{algorithm}: the Redis script and the reference algorithm disagree"
+    ))
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn acquire(&self, request: Acquire<'_>) -> Result<Decision, StoreError> {
+        let request = &request;
+        self.call(|mut con| async move {
+            match request.policy.algorithm {
+                Algorithm::FixedWindow => fixed_window::acquire(self, &mut con, request).await,
+                Algorithm::SlidingLog => sliding_log::acquire(self, &mut con, request).await,
+                Algorithm::SlidingWindow => sliding_window::acquire(self, &mut con, request).await,
+                Algorithm::Gcra => gcra::acquire(self, &mut con, request).await,
+            }
+        })
+        .await
+    }
+
+    /// A read: plain `GET`/`HMGET`, or for the sliding log a script that
+    /// only reads. Never creates, changes or re-expires a key.
+    async fn status(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        now: Timestamp,
+    ) -> Result<Decision, StoreError> {
+        self.call(|mut con| async move {
+            match policy.algorithm {
+                Algorithm::FixedWindow => {
+                    fixed_window::status(self, &mut con, policy, key, now).await
+                }
+                Algorithm::SlidingLog => {
+                    sliding_log::status(self, &mut con, policy, key, now).await
+                }
+                Algorithm::SlidingWindow => {
+                    sliding_window::status(self, &mut con, policy, key, now).await
+                }
+                Algorithm::Gcra => gcra::status(self, &mut con, policy, key, now).await,
+            }
+        })
+        .await
+    }
+
+    /// `SCAN MATCH` over the prefix's pattern and `UNLINK` in batches,
+    /// each round trip with its own timeout. Returns the number of Redis
+    /// keys deleted (fixed window: windows). Not atomic across keys (see
+    /// the crate docs).
+    async fn reset(&self, algorithm: Algorithm, prefix: &Key) -> Result<u64, StoreError> {
+        let pattern = keys::scan_pattern(self.config.key_prefix(), algorithm, prefix);
+        let mut cursor = 0u64;
+        let mut deleted = 0u64;
+        loop {
+            let pattern = &pattern;
+            let (next, found): (u64, Vec<Vec<u8>>) = self
+                .call(|mut con| async move {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(RESET_BATCH)
+                        .query_async(&mut con)
+                        .await
+                        .map_err(redis_error)
+                })
+                .await?;
+            for batch in found.chunks(RESET_BATCH) {
+                let n: u64 = self
+                    .call(|mut con| async move {
+                        redis::cmd("UNLINK")
+                            .arg(batch)
+                            .query_async(&mut con)
+                            .await
+                            .map_err(redis_error)
+                    })
+                    .await?;
+                deleted += n;
+            }
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Does nothing and returns 0: every key carries its own expiry, so
+    /// Redis drops state by itself once no algorithm needs it.
+    async fn prune(
+        &self,
+        _algorithm: Algorithm,
+        _longest_window: Duration,
+        _now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        Ok(0)
+    }
+
+    fn keeps_audit_log(&self) -> bool {
+        false
+    }
+
+    /// Marks the store closed; the connection goes with the store.
+    async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,281 @@
+//! What only Redis has: key expiry, script caching and reconnection.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+mod common;
+
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+use common::{RedisServer, fresh_prefix, store_on};
+use ratewarden_core::{
+    Acquire, Algorithm, Attempt, Decision, Key, Policy, Quota, Store, StoreError, Timestamp,
+};
+use ratewarden_redis::{RedisConfig, RedisStore};
+
+const SEC: u64 = 1_000_000_000;
+/// 2026-01-01T00:00:00Z.
+const T0: u64 = 1_767_225_600 * SEC;
+
+fn policy(algorithm: Algorithm, limit: u64, window: Duration) -> Policy {
+    Policy {
+        name: "t".into(),
+        algorithm,
+        quota: Quota::new(limit, window).unwrap(),
+    }
+}
+
+async fn acquire(
+    store: &RedisStore,
+    policy: &Policy,
+    key: &Key,
+    t: u64,
+    cost: u64,
+) -> Result<Decision, StoreError> {
+    store
+        .acquire(Acquire {
+            policy,
+            key,
+            attempt: Attempt {
+                now: Timestamp::from_unix_nanos(t),
+                cost: NonZeroU64::new(cost).unwrap(),
+            },
+            audit: None,
+        })
+        .await
+}
+
+/// Every key under `prefix` with its PTTL in ms.
+fn ttls(server: &RedisServer, prefix: &str) -> Vec<(String, i64)> {
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let mut cursor = 0u64;
+    let mut out = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut con)
+            .unwrap();
+        for key in keys {
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut con).unwrap();
+            out.push((key, ttl));
+        }
+        if next == 0 {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+#[tokio::test]
+async fn no_key_lives_without_a_ttl_after_runs_across_several_windows() {
+    let server = RedisServer::start();
+    let store = store_on(&server).await;
+    let prefix = store.config().key_prefix().to_owned();
+    for algorithm in Algorithm::ALL {
+        for (i, window) in [
+            Duration::from_nanos(3),
+            Duration::from_millis(7),
+            Duration::from_secs(60),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = policy(algorithm, 3, window);
+            let w = u64::try_from(window.as_nanos()).unwrap();
+            for k in 0..4u64 {
+                let key = Key::new(["ttl".as_bytes(), &[i as u8], &k.to_be_bytes()]).unwrap();
+                // Several windows, allowed and denied requests, costs 1 and 2.
+                for step in 0..12u64 {
+                    let t = T0 + step * w / 3 + k;
+                    acquire(&store, &p, &key, t, 1 + step % 2).await.unwrap();
+                }
+            }
+        }
+    }
+    let keys = ttls(&server, &prefix);
+    assert!(!keys.is_empty(), "the runs left no keys at all");
+    let immortal: Vec<_> = keys.iter().filter(|(_, ttl)| *ttl <= 0).collect();
+    assert!(immortal.is_empty(), "keys without a TTL: {immortal:?}");
+}
+
+#[tokio::test]
+async fn ttls_last_exactly_as_long_as_the_state_is_needed() {
+    let server = RedisServer::start();
+    let config = RedisConfig::from_url(&server.url())
+        .unwrap()
+        .with_key_prefix(&fresh_prefix())
+        .unwrap()
+        .with_ttl_slack(Duration::ZERO)
+        .with_timeout(Duration::from_secs(5));
+    let prefix = config.key_prefix().to_owned();
+    let store = RedisStore::connect(config).await.unwrap();
+    let w = Duration::from_secs(60);
+    // Half-way through a window: t = T0 + 30 s.
+    let t = T0 + 30 * SEC;
+    let cases = [
+        // until the window's end
+        (Algorithm::FixedWindow, 30_000),
+        // until the newest event is W old
+        (Algorithm::SlidingLog, 60_000),
+        // until (k+2)·W, when curr stops weighing
+        (Algorithm::SlidingWindow, 90_000),
+        // until tat = t + 3·T, T = 6 s
+        (Algorithm::Gcra, 18_000),
+    ];
+    for (algorithm, expected_ms) in cases {
+        let p = policy(algorithm, 10, w);
+        let key = Key::single(algorithm.as_str()).unwrap();
+        assert!(acquire(&store, &p, &key, t, 3).await.unwrap().allowed());
+        let keys = ttls(&server, &format!("{prefix}rw:{algorithm}:"));
+        assert_eq!(keys.len(), 1, "{algorithm}: {keys:?}");
+        let ttl = keys[0].1;
+        assert!(
+            ttl <= expected_ms && ttl > expected_ms - 2_000,
+            "{algorithm}: TTL {ttl} ms, expected {expected_ms} ms"
+        );
+    }
+}
+
+#[tokio::test]
+async fn decisions_survive_a_script_flush() {
+    let server = RedisServer::start();
+    let store = store_on(&server).await;
+    for algorithm in Algorithm::ALL {
+        let p = policy(algorithm, 2, Duration::from_secs(60));
+        let key = Key::single("noscript").unwrap();
+        assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+        assert!(server.command(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(d.allowed(), "{algorithm}: after SCRIPT FLUSH: {d:?}");
+        assert_eq!(d.remaining, 0, "{algorithm}: the count was kept");
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(!d.allowed(), "{algorithm}: over the limit: {d:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_is_unavailable_then_recovers_by_itself() {
+    let mut server = RedisServer::start();
+    let timeout = RedisConfig::DEFAULT_TIMEOUT;
+    let config = RedisConfig::from_url(&server.url())
+        .unwrap()
+        .with_key_prefix(&fresh_prefix())
+        .unwrap();
+    assert_eq!(config.timeout(), timeout);
+    let store = RedisStore::connect(config).await.unwrap();
+    let p = policy(Algorithm::Gcra, 5, Duration::from_secs(60));
+    let key = Key::single("restart").unwrap();
+    assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+
+    server.kill();
+    for i in 0..5u64 {
+        let started = Instant::now();
+        let result = acquire(&store, &p, &key, T0 + i, 1).await;
+        let took = started.elapsed();
+        match result {
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("call {i} while Redis is down: {other:?}"),
+        }
+        assert!(
+            took < timeout + Duration::from_millis(100),
+            "call {i} took {took:?}, over the {timeout:?} timeout"
+        );
+        let status = store.status(&p, &key, Timestamp::from_unix_nanos(T0)).await;
+        assert!(
+            matches!(status, Err(ref e) if e.is_transient()),
+            "{status:?}"
+        );
+    }
+
+    server.restart();
+    let restarted = Instant::now();
+    loop {
+        match acquire(&store, &p, &key, T0 + SEC, 1).await {
+            Ok(d) => {
+                assert!(d.allowed(), "{d:?}");
+                break;
+            }
+            Err(e) => {
+                assert!(e.is_transient(), "{e}");
+                assert!(
+                    restarted.elapsed() < Duration::from_secs(1),
+                    "still failing {:?} after the restart: {e}",
+                    restarted.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    println!(
+        "decisions work again {:?} after the restart",
+        restarted.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_closed_store_refuses_calls() {
+    let server = RedisServer::start();
+    let store = store_on(&server).await;
+    store.close().await;
+    let p = policy(Algorithm::FixedWindow, 1, Duration::from_secs(1));
+    let key = Key::single("closed").unwrap();
+    assert!(matches!(
+        acquire(&store, &p, &key, T0, 1).await,
+        Err(StoreError::Closed)
+    ));
+}
+
+#[test]
+fn the_harness_names_the_install_command() {
+    assert!(common::INSTALL.contains("apt-get install -y redis-server"));
+}
+
+/// The scripts' decimal arithmetic against Rust's `u128`, on values far
+/// past a double's 2^53.
+#[test]
+fn decimal_arithmetic_in_lua_is_exact_past_2_pow_53() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let script = redis::Script::new(&format!(
+        "{}\n{}",
+        include_str!("../src/lua/decimal.lua"),
+        "local a, b = big(ARGV[1]), big(ARGV[2])
+         local d = '0'
+         if cmp(a, b) >= 0 then d = str(sub(a, b)) end
+         return { str(add(a, b)), d, str(mul(a, b)), cmp(a, b),
+                  str(div_ceil_small(a, 1000000)) }"
+    ));
+    let big = [
+        0u128,
+        1,
+        9_999_999,
+        10_000_000,
+        (1 << 53) + 1,
+        u128::from(i64::MAX as u64),
+        u128::from(u64::MAX),
+        1_767_225_600_000_000_007,
+        u128::from(u64::MAX) * 3 + 17,
+    ];
+    for &a in &big {
+        for &b in &big {
+            let (sum, diff, product, order, ms): (String, String, String, i64, String) = script
+                .arg(a.to_string())
+                .arg(b.to_string())
+                .invoke(&mut con)
+                .unwrap();
+            assert_eq!(sum, (a + b).to_string(), "{a} + {b}");
+            assert_eq!(diff, a.saturating_sub(b).to_string(), "{a} - {b}");
+            if let Some(p) = a.checked_mul(b) {
+                assert_eq!(product, p.to_string(), "{a} * {b}");
+            }
+            assert_eq!(order, a.cmp(&b) as i64, "cmp({a}, {b})");
+            assert_eq!(ms, a.div_ceil(1_000_000).to_string(), "ceil({a} / 10^6)");
+        }
+    }
+}

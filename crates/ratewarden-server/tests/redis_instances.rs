@@ -1,0 +1,278 @@
+//! Several `ratewarden serve` processes sharing their limits through one
+//! Redis, and what they do when Redis goes away and comes back.
+//!
+//! Each test starts its own `redis-server` on a free port (never the one on
+//! 6379) and real `ratewarden` processes, and talks to them over HTTP.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Barrier;
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("an address").port()
+}
+
+/// A `redis-server` of our own; killed on drop.
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        RedisServer::start_on(free_port())
+    }
+
+    fn start_on(port: u16) -> RedisServer {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); install it with: apt-get install -y redis-server")
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One `ratewarden serve` process; killed on drop.
+struct Instance {
+    child: Child,
+    base: String,
+}
+
+impl Instance {
+    async fn start(store: &str, args: &[&str]) -> Instance {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_ratewarden"))
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--store",
+                store,
+            ])
+            .args(args)
+            .env("RATEWARDEN_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ratewarden starts");
+        let instance = Instance {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if client
+                .get(format!("{}/status?key=probe", instance.base))
+                .send()
+                .await
+                .is_ok()
+            {
+                return instance;
+            }
+            assert!(Instant::now() < deadline, "ratewarden did not answer");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `n` requests at once, alternating between `instances`; returns
+/// the status codes.
+async fn stampede(
+    instances: &[&Instance],
+    n: usize,
+    request: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
+) -> Vec<u16> {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .expect("client");
+    let barrier = Arc::new(Barrier::new(n));
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let builder = request(&client, &instances[i % instances.len()].base);
+        let barrier = Arc::clone(&barrier);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            builder
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }));
+    }
+    let mut codes = Vec::with_capacity(n);
+    for task in tasks {
+        codes.push(task.await.expect("task"));
+    }
+    codes
+}
+
+const LIMIT: usize = 20;
+const REQUESTS: usize = 400;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_on_one_redis_admit_exactly_the_limit_for_every_algorithm() {
+    let redis = RedisServer::start();
+    for algorithm in ["fixed_window", "sliding_log", "sliding_window", "gcra"] {
+        // A day-long window: no window edge falls inside a round.
+        let args = [
+            "--ping-algorithm",
+            algorithm,
+            "--ping-limit",
+            "20",
+            "--ping-window",
+            "86400",
+        ];
+        let a = Instance::start(&redis.url(), &args).await;
+        let b = Instance::start(&redis.url(), &args).await;
+        for round in 0..3 {
+            let key = format!("{algorithm}-{round}");
+            let codes = stampede(&[&a, &b], REQUESTS, |c, base| {
+                c.get(format!("{base}/ping"))
+                    .header("X-Client-Key", key.as_str())
+            })
+            .await;
+            let allowed = codes.iter().filter(|&&c| c == 200).count();
+            let refused = codes.iter().filter(|&&c| c == 429).count();
+            assert_eq!(
+                (allowed, refused),
+                (LIMIT, REQUESTS - LIMIT),
+                "{algorithm}, round {round}: {codes:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_on_one_redis_admit_exactly_the_limit_on_rate_check() {
+    let redis = RedisServer::start();
+    let args = ["--check-limit", "20", "--check-window", "86400"];
+    let a = Instance::start(&redis.url(), &args).await;
+    let b = Instance::start(&redis.url(), &args).await;
+    for round in 0..3 {
+        let user = (round + 1).to_string();
+        let codes = stampede(&[&a, &b], REQUESTS, |c, base| {
+            c.post(format!("{base}/rate/check"))
+                .header("X-User-Id", user.as_str())
+                .header("Content-Type", "application/json")
+                .body(r#"{"endpoint":"/orders"}"#)
+        })
+        .await;
+        let allowed = codes.iter().filter(|&&c| c == 200).count();
+        assert_eq!(allowed, LIMIT, "round {round}: {codes:?}");
+        assert_eq!(
+            codes.iter().filter(|&&c| c == 429).count(),
+            REQUESTS - LIMIT
+        );
+    }
+}
+
+/// One request's status and how long it took.
+async fn ping(client: &reqwest::Client, instance: &Instance, key: &str) -> (u16, Duration, String) {
+    let started = Instant::now();
+    let response = client
+        .get(format!("{}/ping", instance.base))
+        .header("X-Client-Key", key)
+        .send()
+        .await
+        .expect("ratewarden answers even when Redis is gone");
+    let status = response.status().as_u16();
+    let ctype = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    (status, started.elapsed(), ctype)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_outage_follows_the_failure_policy_and_ratewarden_recovers_on_its_own() {
+    let mut redis = RedisServer::start();
+    let port = redis.port;
+    let args = ["--ping-limit", "5", "--ping-window", "86400"];
+    let closed = Instance::start(
+        &redis.url(),
+        &[&args[..], &["--on-store-error", "closed"]].concat(),
+    )
+    .await;
+    let open = Instance::start(
+        &redis.url(),
+        &[&args[..], &["--on-store-error", "open"]].concat(),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    assert_eq!(ping(&client, &closed, "before").await.0, 200);
+
+    redis.kill();
+    for i in 0..20 {
+        let (status, took, ctype) = ping(&client, &closed, &format!("down-{i}")).await;
+        assert_eq!(status, 503, "closed: refuse while Redis is down");
+        assert!(ctype.starts_with("application/problem+json"), "{ctype}");
+        assert!(took < Duration::from_secs(2), "closed took {took:?}");
+        let (status, took, _) = ping(&client, &open, &format!("down-{i}")).await;
+        assert_eq!(status, 200, "open: allow while Redis is down");
+        assert!(took < Duration::from_secs(2), "open took {took:?}");
+    }
+
+    let _redis = RedisServer::start_on(port);
+    let back = Instant::now();
+    loop {
+        if ping(&client, &closed, "probe-after").await.0 == 200 {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(5),
+            "no recovery 5 s after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Decisions are correct again: exactly the limit for a fresh key.
+    let codes: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..8 {
+            v.push(ping(&client, &closed, "after").await.0);
+        }
+        v
+    };
+    assert_eq!(codes, [200, 200, 200, 200, 200, 429, 429, 429]);
+}
