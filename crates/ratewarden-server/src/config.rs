@@ -135,7 +135,7 @@ pub struct ReplayArgs {
 
     /// GCRA only: units that may pass at once after a quiet period
     /// (default: the limit). Refused with the other algorithms.
-    #[arg(long, value_name = "N", value_parser = parse_limit, allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_burst, allow_negative_numbers = true)]
     pub burst: Option<u64>,
 
     /// Where limiter state lives: `memory`, `sqlite:PATH` or
@@ -462,6 +462,15 @@ fn parse_limit(s: &str) -> Result<u64, String> {
         ));
     }
     Ok(n)
+}
+
+/// A GCRA burst: a limit of at least 1 (a burst of 0 would make every
+/// request "never").
+fn parse_burst(s: &str) -> Result<u64, String> {
+    match parse_limit(s)? {
+        0 => Err(format!("'{s}' must be at least 1")),
+        n => Ok(n),
+    }
 }
 
 /// A duration in whole seconds, at least 1 (SPEC section 5: a window of 0

@@ -103,14 +103,25 @@ impl FromRequest<AppState> for JsonObject {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<JsonObject, ApiError> {
-        if let Some(ctype) = request.headers().get(header::CONTENT_TYPE) {
-            let ctype = ctype.to_str().unwrap_or("").to_ascii_lowercase();
+        if let Some(raw) = request.headers().get(header::CONTENT_TYPE) {
+            let ctype = raw.to_str().unwrap_or("").to_ascii_lowercase();
             let essence = ctype.split(';').next().unwrap_or("").trim();
             if essence != "application/json" && !essence.ends_with("+json") {
                 return Err(ApiError::unsupported_media_type(format!(
-                    "send the body as application/json, not '{essence}'"
+                    "send the body as application/json, not '{}'",
+                    raw.as_bytes().escape_ascii()
                 )));
             }
+        }
+        // A declared length over the limit is refused at once, before
+        // waiting for a body that may never come.
+        let declared = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > state.max_body_bytes as u64) {
+            return Err(ApiError::payload_too_large(state.max_body_bytes));
         }
         let body = Bytes::from_request(request, state)
             .await

@@ -22,6 +22,6 @@ pub mod key_source;
 pub mod problem;
 pub mod prune;
 pub mod replay;
-mod routes;
+pub mod routes;
 pub mod startup;
 pub mod state;

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
             EnvFilter::try_from_env("RATEWARDEN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: log files get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve(args),

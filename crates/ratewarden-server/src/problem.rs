@@ -70,6 +70,19 @@ impl ApiError {
         )
     }
 
+    /// 408: the request (its body included) took longer than `limit`.
+    pub fn request_timeout(limit: std::time::Duration) -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request-timeout",
+            "Request Timeout",
+            format!(
+                "the request was not complete within {} seconds",
+                limit.as_secs()
+            ),
+        )
+    }
+
     /// 413: the body is over `--max-body-bytes`.
     pub fn payload_too_large(limit: usize) -> ApiError {
         ApiError::new(

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Fields are separated by ASCII whitespace; blank lines and lines whose
-//! first field starts with `#` are skipped; times must not decrease; the
-//! cost is at least 1 (default 1). A key is one opaque part
+//! first field starts with `#` are skipped; times must not decrease nor
+//! pass [`MAX_UNIX_MS`] (2262-04-11, where the engine's exact instants
+//! end); the cost is at least 1 (default 1). A key is one opaque part
 //! ([`Key::single`] of its bytes, not necessarily UTF-8) and is echoed
 //! byte for byte. `retry_after_ms` is 0 when allowed and rounded up to
 //! whole milliseconds when denied ([`ceil_millis`]).
@@ -40,6 +41,7 @@ use std::fmt;
 use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
 use std::num::NonZeroU64;
 
+use ratewarden_core::algorithm::gcra::MAX_TAT;
 use ratewarden_core::{
     Acquire, Attempt, Decision, Key, KeyError, Outcome, Policy, StoreError, Timestamp, ceil_millis,
 };
@@ -47,9 +49,17 @@ use ratewarden_core::{
 use crate::config::{ReplaySettings, StoreOptions};
 use crate::startup::{OpenedStore, StartupError, open_store};
 
-/// The latest time a trace may use, in milliseconds since the epoch: the
-/// engine's nanosecond timestamps end here (year 2554).
-pub const MAX_UNIX_MS: u64 = u64::MAX / 1_000_000;
+/// The latest time a trace may use, in milliseconds since the epoch
+/// (2262-04-11T23:47:16.854Z): the engine's instants are exact only up to
+/// `i64::MAX` nanoseconds, where GCRA's stored instant saturates
+/// ([`MAX_TAT`]) and the SQLite and Redis
+/// stores' signed 64-bit integers end. A later time would be decided
+/// wrongly (GCRA would allow every request), so it is refused like any
+/// other malformed line.
+pub const MAX_UNIX_MS: u64 = MAX_TAT / 1_000_000;
+
+/// [`MAX_UNIX_MS`]'s date, for error messages.
+pub const MAX_DATE: &str = "2262-04-11";
 
 /// How often progress is shown on a terminal, in lines.
 const PROGRESS_EVERY: u64 = 100_000;
@@ -78,7 +88,7 @@ pub enum LineError {
     #[error("time '{}' is not a whole number of milliseconds since the epoch", Quoted(.0))]
     Time(Vec<u8>),
     /// The time is past [`MAX_UNIX_MS`].
-    #[error("time {0} is after the latest supported time, {MAX_UNIX_MS}")]
+    #[error("time {0} is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})")]
     TimeTooLate(u64),
     /// The cost is not a whole number of at least 1.
     #[error("cost '{}' is not a whole number of at least 1", Quoted(.0))]
@@ -546,8 +556,12 @@ mod tests {
                 "time '99999999999999999999' is not",
             ),
             (
-                b"18446744073710 alice",
-                "time 18446744073710 is after the latest supported time, 18446744073709",
+                b"9223372036855 alice",
+                "time 9223372036855 is after the largest supported time 9223372036854 (2262-04-11)",
+            ),
+            (
+                b"18446744073709 alice",
+                "time 18446744073709 is after the largest supported time",
             ),
             (
                 b"1000 alice 0",
@@ -565,9 +579,52 @@ mod tests {
             );
         }
         assert_eq!(
-            parse_line(b"18446744073709 k").unwrap().unwrap().unix_ms,
+            parse_line(b"9223372036854 k").unwrap().unwrap().unix_ms,
             MAX_UNIX_MS
         );
+    }
+
+    #[test]
+    fn times_past_i64_nanoseconds_are_refused_not_decided_wrongly() {
+        // The largest time is the last millisecond whose nanoseconds fit an
+        // i64 (GCRA's MAX_TAT, the stores' integers), and its date is right.
+        assert_eq!(MAX_UNIX_MS, 9_223_372_036_854);
+        assert!(u128::from(MAX_UNIX_MS) * 1_000_000 <= i64::MAX as u128);
+        assert!(u128::from(MAX_UNIX_MS + 1) * 1_000_000 > i64::MAX as u128);
+        let max =
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(MAX_UNIX_MS) * 1_000_000)
+                .unwrap();
+        assert_eq!(max.date().to_string(), MAX_DATE);
+
+        // The tester's repro: past it GCRA's tat saturated below t and
+        // every request was allowed; now the line stops the replay.
+        let trace = "9300000000000 a\n9300000000000 a\n";
+        let err = run_trace(Algorithm::Gcra, 1, Duration::from_secs(1), trace).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 1: time 9300000000000 is after the largest supported time 9223372036854 (2262-04-11)"
+        );
+        let last = format!("{MAX_UNIX_MS} a\n{MAX_UNIX_MS} a\n{} a\n", MAX_UNIX_MS + 1);
+        let err = run_trace(Algorithm::Gcra, 1, Duration::from_secs(1), &last).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("line 3: time 9223372036855 is after"),
+            "{err}"
+        );
+        // Every algorithm still limits at the largest time, and is refused
+        // one millisecond later (the check is the parser's).
+        for algorithm in Algorithm::ALL {
+            let (out, _) = run_trace(
+                algorithm,
+                1,
+                Duration::from_secs(1),
+                &format!("{MAX_UNIX_MS} a\n{MAX_UNIX_MS} a\n"),
+            )
+            .unwrap();
+            let outcomes: Vec<&str> = out.lines().map(|l| l.split(' ').nth(2).unwrap()).collect();
+            assert_eq!(outcomes, ["allow", "deny"], "{algorithm}: {out}");
+            assert!(run_trace(algorithm, 1, Duration::from_secs(1), "9223372036855 a\n").is_err());
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! listener (so tests know the port) before [`Application::run_until_stopped`]
 //! serves.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -16,6 +16,10 @@ use crate::config::{Settings, StoreConfig, StoreOptions};
 use crate::prune::Pruner;
 use crate::routes;
 use crate::state::{AppState, Shared};
+
+/// How long in-flight requests may take to finish after a shutdown signal
+/// before their connections are closed.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -164,9 +168,30 @@ impl Application {
         let pruning = tokio::spawn(Arc::clone(&self.state.pruner).run_until(stop.clone()));
         let store = Arc::clone(&self.state.store);
         let app = routes::router(self.state).into_make_service_with_connect_info::<SocketAddr>();
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        // A client that never finishes its request would hold graceful
+        // shutdown open forever: after the signal, connections get
+        // SHUTDOWN_GRACE to finish, then they are dropped.
+        let (stopping, stopped_accepting) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            let _ = stopping.send(());
+        };
+        let server = axum::serve(self.listener, app)
+            .with_graceful_shutdown(signal)
+            .into_future();
+        let grace_over = async move {
+            match stopped_accepting.await {
+                Ok(()) => tokio::time::sleep(SHUTDOWN_GRACE).await,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let served = tokio::select! {
+            served = server => served,
+            () = grace_over => {
+                tracing::warn!(grace_secs = SHUTDOWN_GRACE.as_secs(), "connections still open after the shutdown grace period; closing them");
+                Ok(())
+            }
+        };
         stop.cancel();
         let _ = pruning.await;
         store.close().await;

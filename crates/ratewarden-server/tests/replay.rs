@@ -318,6 +318,129 @@ fn invalid_flags_are_refused_with_status_2_naming_the_flag() {
     }
 }
 
+#[test]
+fn a_time_past_2262_stops_with_status_2_instead_of_being_allowed_twice() {
+    // The tester's repro: past i64::MAX nanoseconds GCRA's stored instant
+    // saturated below the request time, so every request was allowed.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("late.db");
+    let sqlite = format!("sqlite:{}", db.display());
+    for store in ["memory", sqlite.as_str()] {
+        let output = replay(
+            &[
+                "--algorithm",
+                "gcra",
+                "--limit",
+                "1",
+                "--window",
+                "1s",
+                "--store",
+                store,
+            ],
+            "9300000000000 a\n9300000000000 a\n",
+        );
+        assert_eq!(output.status.code(), Some(2), "{store}");
+        assert!(
+            stderr(&output).contains(
+                "line 1: time 9300000000000 is after the largest supported time 9223372036854 (2262-04-11)"
+            ),
+            "{store}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "", "{store}");
+    }
+
+    // The largest time itself is decided; one millisecond later is refused.
+    let output = replay(
+        &["--algorithm", "gcra", "--limit", "1", "--window", "1s"],
+        "9223372036854 a\n9223372036854 a\n9223372036855 a\n",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("line 3: time 9223372036855 is after the largest supported time"),
+        "{}",
+        stderr(&output)
+    );
+    let lines: Vec<&str> = stdout(&output).lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("9223372036854 a allow "), "{lines:?}");
+    assert!(lines[1].starts_with("9223372036854 a deny "), "{lines:?}");
+}
+
+#[test]
+fn a_burst_of_zero_is_refused_instead_of_making_every_request_never() {
+    let output = replay(
+        &[
+            "--algorithm",
+            "gcra",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--burst",
+            "0",
+        ],
+        "1000 a\n",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--burst") && err.contains("must be at least 1"),
+        "{err}"
+    );
+    assert!(output.stdout.is_empty());
+
+    assert_replays(
+        &[
+            "--algorithm",
+            "gcra",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--burst",
+            "1",
+        ],
+        "1000 a\n1000 a\n",
+        "1000 a allow 0 0\n1000 a deny 0 500\n",
+    );
+}
+
+#[test]
+fn a_foreign_sqlite_database_is_refused_naming_the_path_and_its_tables() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("other.db");
+    {
+        let conn = rusqlite::Connection::open(&db).expect("create other.db");
+        conn.execute_batch("CREATE TABLE users(id INTEGER);")
+            .expect("create a table");
+    }
+    let before = std::fs::read(&db).expect("read other.db");
+    let store = format!("sqlite:{}", db.display());
+    let output = replay(
+        &[
+            "--algorithm",
+            "gcra",
+            "--limit",
+            "1",
+            "--window",
+            "1s",
+            "--store",
+            &store,
+        ],
+        "1000 a\n",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(err.contains(&store) && err.contains("users"), "{err}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        std::fs::read(&db).expect("read other.db"),
+        before,
+        "untouched"
+    );
+}
+
 /// A deterministic trace: `lines` requests over 8 keys, a few per
 /// millisecond, about one in six with a cost of 2 to 7.
 fn generated_trace(lines: usize, seed: u64) -> String {

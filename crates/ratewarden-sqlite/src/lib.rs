@@ -29,7 +29,8 @@
 //! over-admit either; the busy timeout bounds how long one waits.
 //!
 //! # Layout
-//! - `schema.rs`: the tables, indexes and `PRAGMA user_version`.
+//! - `schema.rs`: the tables, indexes and `PRAGMA user_version`, and the
+//!   read-only check that a file is new or ratewarden's before any write.
 //! - `worker.rs`: the connection-owning thread, batching and savepoints.
 //! - `fixed_window.rs`, `sliding_log.rs`: one atomic operation each.
 //! - `keys.rs`: how keys map onto the seeds' key columns.
@@ -97,6 +98,19 @@ pub enum SqliteError {
         /// The version this release writes.
         known: i64,
     },
+    /// The file is another application's SQLite database: it has tables
+    /// (or views) that are not ratewarden's and no sign that ratewarden
+    /// owns it (`PRAGMA user_version` 0, or no ratewarden table). Nothing
+    /// was written to it; point ratewarden at a new file instead. The
+    /// caller names the path (as with every variant here).
+    #[error(
+        "not a ratewarden database: it holds other tables ({}); ratewarden adds its tables only to a new file or to its own database",
+        .tables.join(", ")
+    )]
+    ForeignDatabase {
+        /// The tables and views that are not ratewarden's, by name.
+        tables: Vec<String>,
+    },
     /// The worker thread could not be started.
     #[error("cannot start the SQLite worker thread: {0}")]
     Thread(#[from] std::io::Error),
@@ -115,8 +129,15 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, applies WAL mode,
     /// the busy timeout and the schema, and starts the worker thread.
     ///
+    /// Before anything is written (WAL mode rewrites the file header), the
+    /// file is checked to be new or ratewarden's own: another
+    /// application's database or one from a newer release is refused and
+    /// left byte for byte as it was.
+    ///
     /// # Errors
-    /// [`SqliteError`] when the file cannot be opened or migrated.
+    /// [`SqliteError::ForeignDatabase`] for another application's
+    /// database, [`SqliteError::NewerSchema`] for a newer release's, and
+    /// [`SqliteError::Sqlite`] when the file cannot be opened or migrated.
     pub fn open(
         path: impl AsRef<Path>,
         options: SqliteOptions,
@@ -129,6 +150,8 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(options.busy_timeout)?;
+        // Read-only: refuse a file that is not ours before the first write.
+        schema::check_owner(&conn)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(32);

@@ -63,20 +63,83 @@ CREATE TABLE IF NOT EXISTS rw_gcra (
 CREATE INDEX IF NOT EXISTS idx_rw_gcra_tat ON rw_gcra(tat);
 ";
 
-/// Brings the database at `conn` to [`VERSION`].
+/// Every table ratewarden has ever created (versions 1 and 2). A table of
+/// any other name, besides SQLite's own `sqlite_*` tables, belongs to
+/// someone else.
+pub(crate) const OWN_TABLES: [&str; 5] = [
+    "rate_limit_windows",
+    "api_calls",
+    "rate_events",
+    "rw_sliding_window",
+    "rw_gcra",
+];
+
+/// Decides, by reading only, whether ratewarden may write to the database
+/// at `conn`: a new (empty) file, a file holding only ratewarden's tables
+/// (the seeds' files have `user_version` 0), or a ratewarden file of a
+/// version it understands.
+///
+/// Refused: a file with tables or views of another application, unless
+/// ratewarden already owns it (`user_version` above 0 and at least one of
+/// [`OWN_TABLES`] present, so a table a user added to a ratewarden file is
+/// tolerated); and a file from a newer release. Names compare as SQLite
+/// does, ASCII case-insensitively.
 ///
 /// # Errors
-/// [`SqliteError::NewerSchema`] when the file was written by a newer
-/// release; [`SqliteError::Sqlite`] when SQLite fails.
-pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SqliteError> {
+/// [`SqliteError::ForeignDatabase`], [`SqliteError::NewerSchema`], or
+/// [`SqliteError::Sqlite`] when the file cannot be read (for example it is
+/// not a database).
+pub(crate) fn check_owner(conn: &Connection) -> Result<(), SqliteError> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let mut own = false;
+    let mut foreign = Vec::new();
+    let mut names = conn.prepare(
+        "SELECT name FROM main.sqlite_master WHERE type IN ('table', 'view') ORDER BY name",
+    )?;
+    let mut rows = names.query([])?;
+    while let Some(row) = rows.next()? {
+        let name: String = row.get(0)?;
+        if is_internal(&name) {
+            continue;
+        }
+        if OWN_TABLES.iter().any(|t| t.eq_ignore_ascii_case(&name)) {
+            own = true;
+        } else {
+            foreign.push(name);
+        }
+    }
+    // Only ratewarden sets `user_version` together with its tables.
+    let claimed = found > 0 && own;
+    if !foreign.is_empty() && !claimed {
+        return Err(SqliteError::ForeignDatabase { tables: foreign });
+    }
     if found > VERSION {
         return Err(SqliteError::NewerSchema {
             found,
             known: VERSION,
         });
     }
+    Ok(())
+}
+
+/// SQLite's own tables (`sqlite_sequence`, `sqlite_stat1`, ...).
+fn is_internal(name: &str) -> bool {
+    name.get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_"))
+}
+
+/// Brings the database at `conn` to [`VERSION`], after checking again,
+/// inside the write transaction, that the file is ratewarden's
+/// ([`check_owner`]): another process may have changed it since it was
+/// opened.
+///
+/// # Errors
+/// [`SqliteError::ForeignDatabase`] for another application's database;
+/// [`SqliteError::NewerSchema`] when the file was written by a newer
+/// release; [`SqliteError::Sqlite`] when SQLite fails.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SqliteError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    check_owner(&tx)?;
     // Every step is idempotent (IF NOT EXISTS), so a file at any older
     // version is brought up to date by running them all.
     tx.execute_batch(V1)?;

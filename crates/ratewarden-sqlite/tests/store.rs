@@ -7,6 +7,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1084,6 +1085,179 @@ async fn a_database_with_a_newer_schema_version_is_refused() {
     let conn = sql(&path);
     assert_eq!(int(&conn, "PRAGMA user_version", []), 99, "left as found");
     assert!(user_tables(&conn).is_empty(), "no table was created");
+    assert_eq!(journal_mode(&conn), "delete", "refused before WAL mode");
+}
+
+fn journal_mode(conn: &Connection) -> String {
+    conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("read the journal mode")
+}
+
+/// Runs `setup` on a plain rusqlite connection to a new file at `path`,
+/// then closes it.
+fn prepare(path: &Path, setup: &str) {
+    let conn = sql(path);
+    conn.execute_batch(setup).expect("prepare the database");
+}
+
+/// The file's bytes and whether SQLite left a `-wal` or `-shm` beside it.
+fn file_state(path: &Path) -> (Vec<u8>, bool, bool) {
+    let side = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p).exists()
+    };
+    (
+        std::fs::read(path).expect("read the database file"),
+        side("-wal"),
+        side("-shm"),
+    )
+}
+
+/// Opening must fail with [`SqliteError::ForeignDatabase`] naming exactly
+/// `foreign`, and leave the file byte for byte as it was.
+fn assert_refused_untouched(path: &Path, foreign: &[&str]) {
+    let before = file_state(path);
+    let err = SqliteStore::open(path, SqliteOptions::default())
+        .expect_err("another application's database is refused");
+    match &err {
+        SqliteError::ForeignDatabase { tables } => assert_eq!(tables, foreign),
+        other => panic!("expected ForeignDatabase, got {other:?}"),
+    }
+    let message = err.to_string();
+    for table in foreign {
+        assert!(message.contains(table), "{message}");
+    }
+    assert_eq!(file_state(path), before, "the file is untouched");
+}
+
+#[tokio::test]
+async fn a_foreign_database_is_refused_instead_of_getting_ratewarden_tables() {
+    // The tester's repro: another application's file, user_version 0.
+    let (_dir, path) = temp_db();
+    prepare(
+        &path,
+        "CREATE TABLE users(id INTEGER); INSERT INTO users VALUES (7);",
+    );
+    assert_refused_untouched(&path, &["users"]);
+    // Twice: the refusal left nothing behind that would let it in later.
+    assert_refused_untouched(&path, &["users"]);
+    let conn = sql(&path);
+    assert_eq!(user_tables(&conn), ["users"], "no table was added");
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 0);
+    assert_eq!(journal_mode(&conn), "delete", "not switched to WAL");
+    assert_eq!(rows(&conn, "users"), 1);
+}
+
+#[tokio::test]
+async fn a_foreign_database_is_refused_whatever_else_it_holds() {
+    // Seed tables beside someone else's: at user_version 0 the file is
+    // not known to be ratewarden's; every foreign table and view is named,
+    // SQLite's own tables (sqlite_sequence, sqlite_stat1) are not.
+    let (_dir, path) = temp_db();
+    prepare(
+        &path,
+        "CREATE TABLE rate_events (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER NOT NULL,
+             endpoint TEXT NOT NULL, created_at TEXT NOT NULL);
+         INSERT INTO rate_events (user_id, endpoint, created_at) VALUES (1, '/x', 'now');
+         CREATE TABLE Accounts (id INTEGER PRIMARY KEY, name TEXT);
+         CREATE INDEX idx_accounts_name ON Accounts(name);
+         CREATE VIEW v_recent AS SELECT * FROM rate_events;
+         ANALYZE;",
+    );
+    assert_refused_untouched(&path, &["Accounts", "v_recent"]);
+
+    // Another application that versions its schema with user_version too
+    // (a ratewarden file always holds ratewarden's tables), even one
+    // "newer" than ratewarden: named as foreign, not as a newer schema.
+    for version in [1, 2, 3, 99] {
+        let (_dir, path) = temp_db();
+        prepare(
+            &path,
+            &format!("CREATE TABLE orders(id INTEGER); PRAGMA user_version = {version};"),
+        );
+        assert_refused_untouched(&path, &["orders"]);
+    }
+
+    // A WAL-mode foreign file: the main file is untouched as well.
+    let (_dir, path) = temp_db();
+    prepare(
+        &path,
+        "PRAGMA journal_mode = WAL; CREATE TABLE users(id INTEGER);",
+    );
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, SqliteError::ForeignDatabase { .. }),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(user_tables(&sql(&path)), ["users"]);
+
+    // Not a database at all: refused by SQLite, also untouched.
+    let (_dir, path) = temp_db();
+    std::fs::write(&path, "id,name\n1,alice\n").unwrap();
+    let err = SqliteStore::open(&path, SqliteOptions::default()).unwrap_err();
+    assert!(matches!(err, SqliteError::Sqlite(_)), "{err:?}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"id,name\n1,alice\n");
+}
+
+#[tokio::test]
+async fn new_files_seed_files_and_ratewarden_files_still_open() {
+    // An empty file (created by `touch`).
+    let (_dir, path) = temp_db();
+    std::fs::write(&path, b"").unwrap();
+    open(&path).close().await;
+    assert_seed_schema(&sql(&path));
+
+    // A seed's file: only ratewarden's tables (any case), user_version 0,
+    // SQLite's own statistics table.
+    let (_dir, path) = temp_db();
+    prepare(
+        &path,
+        "CREATE TABLE RATE_LIMIT_WINDOWS (key TEXT NOT NULL, window_start TEXT NOT NULL,
+             count INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (key, window_start));
+         INSERT INTO rate_limit_windows VALUES ('alice', '2026-01-01T00:00:00.000000000Z', 2);
+         ANALYZE;",
+    );
+    open(&path).close().await;
+    let conn = sql(&path);
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 2);
+    assert_eq!(
+        rows(&conn, "rate_limit_windows"),
+        1,
+        "the seed's data is kept"
+    );
+    drop(conn);
+
+    // A ratewarden file (version 2, then version 1) with a table its
+    // operator added: ratewarden's own, so it keeps working.
+    let (_dir, path) = temp_db();
+    open(&path).close().await;
+    prepare(&path, "CREATE TABLE notes(text TEXT);");
+    let store = open(&path);
+    let p = policy(Algorithm::Gcra, 1, 60);
+    let d = acquire(&store, &p, &key(["alice"]), at(0)).await;
+    assert_eq!(d.outcome, Outcome::Allowed);
+    store.close().await;
+    prepare(
+        &path,
+        "DROP TABLE rw_gcra; DROP TABLE rw_sliding_window; PRAGMA user_version = 1;",
+    );
+    open(&path).close().await;
+    let conn = sql(&path);
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 2, "migrated");
+    assert_eq!(
+        user_tables(&conn),
+        [
+            "api_calls",
+            "notes",
+            "rate_events",
+            "rate_limit_windows",
+            "rw_gcra",
+            "rw_sliding_window"
+        ]
+    );
 }
 
 #[tokio::test]

@@ -7,6 +7,16 @@
 //! with burst `B` (default `L`); then `tat = new`. On denial
 //! `retry_after = new − B·T − t`. Instants saturate at `i64::MAX`
 //! nanoseconds (year 2262) so every store can hold them.
+//!
+//! # Range
+//! The answers are exact while `tat` (at most `t + B·T` after an allowed
+//! request) stays below `i64::MAX` nanoseconds, 2262-04-11T23:47:16.854Z.
+//! Past that the stored instant saturates at [`MAX_TAT`]: a clamped `tat`
+//! is earlier than the true one, so later requests are admitted early and
+//! their `retry_after` is too short; with `t` itself past it, the stored
+//! `tat` is before `t` and every request is allowed. Callers that take
+//! times from outside refuse later ones (`ratewarden replay` refuses times
+//! after 9223372036854 ms).
 
 use std::time::Duration;
 

@@ -8,6 +8,7 @@ mod status;
 mod usage;
 
 use axum::Router;
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
@@ -24,8 +25,13 @@ use crate::headers::rate_limit_headers;
 use crate::problem::{self, ApiError};
 use crate::state::AppState;
 
+/// The longest a request may take, reading its body included; slower ones
+/// get 408 problem details.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Every route, with problem details for unknown routes (404), wrong
-/// methods (405), oversized bodies (413) and panics (500).
+/// methods (405), slow requests (408), oversized bodies (413) and panics
+/// (500).
 pub fn router(state: AppState) -> Router {
     let body_limit = state.max_body_bytes;
     Router::new()
@@ -38,6 +44,13 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                    ApiError::request_timeout(REQUEST_TIMEOUT)
+                }))
+                .layer(tower::timeout::TimeoutLayer::new(REQUEST_TIMEOUT)),
+        )
         .layer(axum::middleware::from_fn(problem::with_instance))
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal(&"a handler panicked").into_response()
@@ -82,10 +95,9 @@ fn limit_text(policy: &Policy) -> String {
     } else {
         format!("{}ms", window.as_millis())
     };
-    format!(
-        "Rate limit of {} requests per {window} exceeded",
-        policy.quota.limit()
-    )
+    let limit = policy.quota.limit();
+    let unit = if limit == 1 { "request" } else { "requests" };
+    format!("Rate limit of {limit} {unit} per {window} exceeded")
 }
 
 /// `2026-01-01T00:00:00Z` (UTC, whole seconds).

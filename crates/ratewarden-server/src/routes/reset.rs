@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use ratewarden_core::{Algorithm, Key};
 use serde::Serialize;
 use subtle::ConstantTimeEq;
@@ -29,15 +29,19 @@ pub struct Reset {
 pub async fn handle(
     State(state): State<AppState>,
     headers: HeaderMap,
+    uri: Uri,
     path: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Reset>, ApiError> {
     authorize(&state, &headers)?;
     let raw = path.map(|Path(p)| p).unwrap_or_default();
     let user_id = extract::parse_user_id(raw.as_bytes()).ok_or_else(|| {
+        // The path as sent: a segment that does not decode to UTF-8
+        // (`%FF`) would otherwise show as ''.
+        let sent = uri.path().rsplit('/').next().unwrap_or("");
         ApiError::not_found(format!(
             "no user '{}': user ids are positive integers",
-            raw.escape_debug()
+            sent.escape_debug()
         ))
     })?;
     let endpoint = match query_param(query.as_deref(), "endpoint")? {

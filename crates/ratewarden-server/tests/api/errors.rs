@@ -229,3 +229,60 @@ async fn no_error_body_contains_sql_or_panic_text() {
     }
     assert!(bodies.iter().filter(|(s, _)| !s.is_success()).count() >= 14);
 }
+
+/// Regression: a declared `Content-Length` over the maximum waited for a
+/// body that never came instead of answering 413.
+#[tokio::test]
+async fn a_declared_oversized_body_is_refused_at_once_without_waiting_for_it() {
+    let app = spawn_app().await;
+    let request = b"POST /rate/check HTTP/1.1\r\nHost: x\r\nX-User-Id: 7\r\n\
+Content-Type: application/json\r\nContent-Length: 99999999999\r\nConnection: close\r\n\r\n{";
+    let exchange = raw_exchange(&app, request);
+    let (status, text) = tokio::time::timeout(std::time::Duration::from_secs(3), exchange)
+        .await
+        .expect("answered at once");
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("\"status\":413"), "{text}");
+}
+
+/// Regression: a request whose body never arrives held its connection and
+/// handler forever; it now gets a 408 problem after the request timeout.
+#[tokio::test]
+async fn a_body_that_never_arrives_gets_a_408_problem() {
+    let app = spawn_app().await;
+    let request = b"POST /rate/check HTTP/1.1\r\nHost: x\r\nX-User-Id: 7\r\n\
+Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.address.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("write");
+    let mut response = vec![0u8; 4096];
+    let limit = ratewarden_server::routes::REQUEST_TIMEOUT + std::time::Duration::from_secs(5);
+    let n = tokio::time::timeout(limit, stream.read(&mut response))
+        .await
+        .expect("answered within the request timeout")
+        .expect("read");
+    let text = String::from_utf8_lossy(&response[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("application/problem+json"), "{text}");
+}
+
+/// Regression: a client that never finished its request headers kept
+/// graceful shutdown waiting forever.
+#[tokio::test]
+async fn shutdown_ends_even_when_a_client_never_finishes_its_request() {
+    use tokio::io::AsyncWriteExt;
+    let mut app = spawn_app().await;
+    let addr = app.address.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let limit = ratewarden_server::startup::SHUTDOWN_GRACE + std::time::Duration::from_secs(5);
+    tokio::time::timeout(limit, app.stop())
+        .await
+        .expect("stopped after the grace period");
+    drop(stream);
+}
