@@ -23,7 +23,7 @@ for run in $(seq 1 "$runs"); do
   # 10,000 random keys; arguments that always allow (as the store's run).
   rb=$(redis-benchmark -p "$port" -c 64 -n 192000 -r 10000 -q \
     EVALSHA "$sha" 1 "rw:gcra:{key:__rand_int__}" "$now" "$((now + 1000000000000))" 1 9223372036854775807 1000 \
-    | tr '\r' '\n' | awk '/requests per second/ {print $2}' | tail -1)
+    | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1)
   echo "run $run redis-benchmark EVALSHA gcra: $rb requests/s (64 clients)"
   RW_REDIS_URL="redis://127.0.0.1:$port/0" cargo bench -q -p ratewarden-bench --bench redis_throughput 2>/dev/null | sed "s/^/run $run ratewarden /"
 done

@@ -104,6 +104,7 @@
 //! - `fixed_window.rs`, `sliding_log.rs`, `sliding_window.rs`, `gcra.rs`:
 //!   one atomic operation and one read-only status each.
 
+mod clock;
 mod config;
 mod fixed_window;
 mod gcra;
@@ -124,6 +125,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RetryMethod};
 use tokio::sync::OnceCell;
 
+pub use clock::RedisClock;
 pub use config::{RedisConfig, RedisConfigError};
 use scripts::Scripts;
 
@@ -231,6 +233,24 @@ impl RedisStore {
                 "Redis did not answer within {timeout:?}"
             ))),
         }
+    }
+
+    /// Redis's own clock (`TIME`), for [`RedisClock`].
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when Redis does not answer in time.
+    pub async fn server_time(&self) -> Result<Timestamp, StoreError> {
+        self.call(|mut con| async move {
+            let (secs, micros): (u64, u64) = redis::cmd("TIME")
+                .query_async(&mut con)
+                .await
+                .map_err(redis_error)?;
+            let nanos = secs
+                .saturating_mul(1_000_000_000)
+                .saturating_add(micros.saturating_mul(1_000));
+            Ok(Timestamp::from_unix_nanos(nanos))
+        })
+        .await
     }
 
     /// A request id unique among this store's requests and, with the random

@@ -104,6 +104,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_ON_STORE_ERROR", value_enum, default_value_t = FailurePolicy::Open)]
     pub on_store_error: FailurePolicy,
 
+    /// Whose clock decides windows: `local` (this machine's) or `redis`
+    /// (Redis `TIME`, so every instance on one Redis shares one clock; only
+    /// with a `redis://` store).
+    #[arg(long, env = "RATEWARDEN_TIME_SOURCE", value_enum, default_value_t = TimeSource::Local)]
+    pub time_source: TimeSource,
+
     /// How long audit-log rows (one per allowed /ping) are kept, in whole seconds.
     #[arg(long, env = "RATEWARDEN_AUDIT_RETENTION", default_value = "604800", value_name = "SECS",
           value_parser = parse_window_secs, allow_negative_numbers = true)]
@@ -216,6 +222,16 @@ pub enum KeySource {
         /// The proxies whose header is believed.
         trusted: Vec<IpNet>,
     },
+}
+
+/// Whose clock decides windows (ARCHITECTURE.md, "Time is injected").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimeSource {
+    /// This machine's clock.
+    Local,
+    /// Redis `TIME`: the local clock corrected by an offset to Redis,
+    /// measured at start and every second.
+    Redis,
 }
 
 /// What decisions do when the store fails transiently (SPEC section 5).
@@ -353,6 +369,8 @@ pub struct Settings {
     pub ping_key: KeySource,
     /// Fail open or closed on transient store errors.
     pub on_store_error: FailurePolicy,
+    /// Whose clock decides windows.
+    pub time_source: TimeSource,
     /// The admin key; `None` refuses every reset.
     pub admin_key: Option<AdminKey>,
     /// Audit-log retention.
@@ -385,6 +403,9 @@ pub enum ConfigError {
     /// silently ignore it.
     #[error("--burst applies only to --algorithm gcra, not {0}")]
     BurstNeedsGcra(Algorithm),
+    /// `--time-source redis` without a `redis://` store.
+    #[error("--time-source redis needs --store redis://…")]
+    RedisTimeNeedsRedis,
     /// `--ping-key forwarded` without any `--trusted-proxy`.
     #[error(
         "--ping-key forwarded needs at least one --trusted-proxy (RATEWARDEN_TRUSTED_PROXIES); without one X-Forwarded-For is never believed"
@@ -418,9 +439,13 @@ impl ServeArgs {
                 trusted: self.trusted_proxies,
             },
         };
+        let store = self.store.unwrap_or(StoreConfig::Sqlite(self.db));
+        if self.time_source == TimeSource::Redis && !matches!(store, StoreConfig::Redis(_)) {
+            return Err(ConfigError::RedisTimeNeedsRedis);
+        }
         Ok(Settings {
             listen: self.listen,
-            store: self.store.unwrap_or(StoreConfig::Sqlite(self.db)),
+            store,
             ping: policy(
                 "ping",
                 self.ping_algorithm,
@@ -437,6 +462,7 @@ impl ServeArgs {
             )?,
             ping_key,
             on_store_error: self.on_store_error,
+            time_source: self.time_source,
             admin_key: AdminKey::new(admin_key),
             audit_retention: Duration::from_secs(self.audit_retention),
             max_body_bytes: self.max_body_bytes,
@@ -786,6 +812,26 @@ mod tests {
         assert!(
             err.contains("--ping-algorithm") && err.contains("leaky"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn redis_time_needs_a_redis_store() {
+        let err = serve(&["--time-source", "redis"])
+            .unwrap()
+            .into_settings(None)
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::RedisTimeNeedsRedis));
+        let ok = serve(&[
+            "--time-source",
+            "redis",
+            "--store",
+            "redis://127.0.0.1:6379/0",
+        ])
+        .unwrap();
+        assert_eq!(
+            ok.into_settings(None).unwrap().time_source,
+            TimeSource::Redis
         );
     }
 

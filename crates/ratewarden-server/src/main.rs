@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use ratewarden_core::SystemClock;
-use ratewarden_server::config::{ADMIN_KEY_ENV, Cli, Command};
+use ratewarden_core::{Clock, SystemClock};
+use ratewarden_redis::{RedisClock, RedisStore};
+use ratewarden_server::config::{ADMIN_KEY_ENV, Cli, Command, Settings, StoreConfig, TimeSource};
 use ratewarden_server::startup::{Application, shutdown_signal};
 use tracing_subscriber::EnvFilter;
 
@@ -55,6 +56,7 @@ fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
         check = %settings.check,
         ping_key = ?settings.ping_key,
         on_store_error = ?settings.on_store_error,
+        time_source = ?settings.time_source,
         admin_key = if settings.admin_key.is_some() { "set" } else { "unset: resets are refused" },
         audit_retention_secs = settings.audit_retention.as_secs(),
         max_body_bytes = settings.max_body_bytes,
@@ -62,10 +64,34 @@ fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
     );
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let app = Application::build(settings, Arc::new(SystemClock)).await?;
+        let clock = clock(&settings).await?;
+        let app = Application::build(settings, clock).await?;
         tracing::info!(addr = %app.local_addr(), "listening");
         app.run_until_stopped(shutdown_signal())
             .await
             .context("server failed")
     })
+}
+
+/// The clock the service decides with: the system clock, or Redis `TIME`
+/// followed every second (`--time-source redis`).
+async fn clock(settings: &Settings) -> anyhow::Result<Arc<dyn Clock>> {
+    let (TimeSource::Redis, StoreConfig::Redis(config)) = (settings.time_source, &settings.store)
+    else {
+        return Ok(Arc::new(SystemClock));
+    };
+    let store = Arc::new(RedisStore::new(config.clone()).context("invalid Redis URL")?);
+    let clock = RedisClock::new();
+    match clock.sync(&store).await {
+        Ok(()) => tracing::info!(offset_nanos = clock.offset_nanos(), "following Redis TIME"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read Redis TIME yet; using the local clock until it answers")
+        }
+    }
+    tokio::spawn(
+        clock
+            .clone()
+            .follow(store, std::time::Duration::from_secs(1)),
+    );
+    Ok(Arc::new(clock))
 }

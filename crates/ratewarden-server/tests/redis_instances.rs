@@ -276,3 +276,28 @@ async fn a_redis_outage_follows_the_failure_policy_and_ratewarden_recovers_on_it
     };
     assert_eq!(codes, [200, 200, 200, 200, 200, 429, 429, 429]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_following_redis_time_share_limits_too() {
+    let redis = RedisServer::start();
+    let args = [
+        "--time-source",
+        "redis",
+        "--ping-limit",
+        "20",
+        "--ping-window",
+        "86400",
+    ];
+    let a = Instance::start(&redis.url(), &args).await;
+    let b = Instance::start(&redis.url(), &args).await;
+    let codes = stampede(&[&a, &b], REQUESTS, |c, base| {
+        c.get(format!("{base}/ping"))
+            .header("X-Client-Key", "redis-time")
+    })
+    .await;
+    assert_eq!(
+        codes.iter().filter(|&&c| c == 200).count(),
+        LIMIT,
+        "{codes:?}"
+    );
+}
