@@ -20,9 +20,9 @@
 //!   non-UTF-8 keys pass), fields parsed in place, numbers formatted with
 //!   `itoa` into a [`BufWriter`]. The only allocation per line is the
 //!   [`Key`] itself (the core has no borrowed key type).
-//! - **Memory store without async.** [`MemoryStore::acquire_now`] never
+//! - **Memory store without async.** [`MemoryStore::acquire_now`](ratewarden_core::MemoryStore::acquire_now) never
 //!   waits, so the memory path is a plain loop. Other stores go through the
-//!   async [`Store`] trait on a current-thread runtime, one request at a
+//!   async [`Store`](ratewarden_core::Store) trait on a current-thread runtime, one request at a
 //!   time: a request may depend on the one before it for the same key.
 //! - **Bounded memory.** Besides the store's own state (bounded by expiry),
 //!   the only per-key data is the exact denial count of each key that was
@@ -180,7 +180,7 @@ impl fmt::Display for Summary {
 /// Whether to show progress on standard error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
-    /// Every [`PROGRESS_EVERY`] lines, on one overwritten line.
+    /// Every `PROGRESS_EVERY` lines, on one overwritten line.
     Terminal,
     /// Not at all (standard error is a file or a pipe).
     Off,
