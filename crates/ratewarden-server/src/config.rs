@@ -110,6 +110,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_TIME_SOURCE", value_enum, default_value_t = TimeSource::Local)]
     pub time_source: TimeSource,
 
+    /// The longest one Redis call may take, in milliseconds; past it the
+    /// store counts as unavailable and `--on-store-error` applies.
+    #[arg(long, env = "RATEWARDEN_STORE_TIMEOUT_MS", default_value = "100", value_name = "MS",
+          value_parser = parse_timeout_ms, allow_negative_numbers = true)]
+    pub store_timeout_ms: u64,
+
     /// How long audit-log rows (one per allowed /ping) are kept, in whole seconds.
     #[arg(long, env = "RATEWARDEN_AUDIT_RETENTION", default_value = "604800", value_name = "SECS",
           value_parser = parse_window_secs, allow_negative_numbers = true)]
@@ -273,6 +279,9 @@ impl fmt::Debug for AdminKey {
 pub struct StoreOptions {
     /// How long audit-log rows are kept (stores with an audit log only).
     pub audit_retention: Duration,
+    /// The longest one call to a networked store (Redis) may take before it
+    /// counts as unavailable.
+    pub call_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -280,6 +289,7 @@ impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
+            call_timeout: Duration::from_millis(100),
         }
     }
 }
@@ -371,6 +381,8 @@ pub struct Settings {
     pub on_store_error: FailurePolicy,
     /// Whose clock decides windows.
     pub time_source: TimeSource,
+    /// The longest one networked store call may take.
+    pub store_timeout: Duration,
     /// The admin key; `None` refuses every reset.
     pub admin_key: Option<AdminKey>,
     /// Audit-log retention.
@@ -384,6 +396,7 @@ impl Settings {
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions {
             audit_retention: self.audit_retention,
+            call_timeout: self.store_timeout,
         }
     }
 }
@@ -463,6 +476,7 @@ impl ServeArgs {
             ping_key,
             on_store_error: self.on_store_error,
             time_source: self.time_source,
+            store_timeout: Duration::from_millis(self.store_timeout_ms),
             admin_key: AdminKey::new(admin_key),
             audit_retention: Duration::from_secs(self.audit_retention),
             max_body_bytes: self.max_body_bytes,
@@ -550,6 +564,15 @@ fn parse_window(s: &str) -> Result<Duration, String> {
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
     s.parse::<Algorithm>().map_err(|e| e.to_string())
+}
+
+/// Milliseconds from 1 to one hour.
+fn parse_timeout_ms(s: &str) -> Result<u64, String> {
+    match whole_number(s)? {
+        0 => Err(format!("'{s}' must be at least 1 millisecond")),
+        n if n > 3_600_000 => Err(format!("'{s}' is longer than one hour")),
+        n => Ok(n),
+    }
 }
 
 fn parse_body_limit(s: &str) -> Result<usize, String> {

@@ -88,7 +88,8 @@ pub fn open_store(
         // Connects on first use, so that the service starts while Redis is
         // down; until it is up, decisions follow `--on-store-error`.
         StoreConfig::Redis(redis) => {
-            let store = RedisStore::new(redis.clone()).map_err(|e| StartupError::Store {
+            let redis = redis.clone().with_timeout(options.call_timeout);
+            let store = RedisStore::new(redis).map_err(|e| StartupError::Store {
                 store: config.to_string(),
                 source: Box::new(e),
             })?;
