@@ -9,7 +9,7 @@ use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, StoreError, Tim
 use redis::aio::ConnectionManager;
 
 use crate::numbers::{parse_u64, slack_ms};
-use crate::{RedisStore, disagreement, keys, redis_error};
+use crate::{RedisStore, agreed, keys, redis_error};
 
 pub(crate) async fn acquire(
     store: &RedisStore,
@@ -44,10 +44,7 @@ pub(crate) async fn acquire(
         .map_err(redis_error)?;
     let state = decode(tat)?;
     let (decision, _) = gcra::decide(state, quota, request.attempt);
-    if decision.allowed() != (allowed == 1) {
-        return Err(disagreement(Algorithm::Gcra));
-    }
-    Ok(decision)
+    agreed(decision, allowed, Algorithm::Gcra)
 }
 
 pub(crate) async fn status(

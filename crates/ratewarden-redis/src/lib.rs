@@ -291,11 +291,20 @@ pub(crate) fn redis_error(e: RedisError) -> StoreError {
     }
 }
 
-/// The script and the reference algorithm decided differently: a bug.
-pub(crate) fn disagreement(algorithm: Algorithm) -> StoreError {
-    StoreError::Failed(format!(
-        "{algorithm}: the Redis script and the reference algorithm disagree"
-    ))
+/// `decision`, when the script (which answered `script_allowed`, 1 or 0)
+/// decided the same; a disagreement is a bug, reported as a failure.
+pub(crate) fn agreed(
+    decision: Decision,
+    script_allowed: i64,
+    algorithm: Algorithm,
+) -> Result<Decision, StoreError> {
+    if decision.allowed() == (script_allowed == 1) {
+        Ok(decision)
+    } else {
+        Err(StoreError::Failed(format!(
+            "{algorithm}: the Redis script and the reference algorithm disagree"
+        )))
+    }
 }
 
 #[async_trait]

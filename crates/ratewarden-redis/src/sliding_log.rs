@@ -13,7 +13,7 @@ use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, Quota, StoreErr
 use redis::aio::ConnectionManager;
 
 use crate::numbers::{pad20, parse_u64, ttl_ms};
-use crate::{RedisStore, disagreement, keys, redis_error};
+use crate::{RedisStore, agreed, keys, redis_error};
 
 pub(crate) async fn acquire(
     store: &RedisStore,
@@ -59,10 +59,7 @@ pub(crate) async fn acquire(
         .map_err(redis_error)?;
     let log = live_log(&count, newest.as_deref())?;
     let decision = sliding_log::decide(log, |_| nth(jth.as_deref()), quota, request.attempt)?;
-    if decision.allowed() != (allowed == 1) {
-        return Err(disagreement(Algorithm::SlidingLog));
-    }
-    Ok(decision)
+    agreed(decision, allowed, Algorithm::SlidingLog)
 }
 
 pub(crate) async fn status(

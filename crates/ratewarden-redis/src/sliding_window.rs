@@ -9,7 +9,7 @@ use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, StoreError, Tim
 use redis::aio::ConnectionManager;
 
 use crate::numbers::{parse_u64, ttl_ms};
-use crate::{RedisStore, disagreement, keys, redis_error};
+use crate::{RedisStore, agreed, keys, redis_error};
 
 type Stored = (Option<String>, Option<String>, Option<String>);
 
@@ -51,10 +51,7 @@ pub(crate) async fn acquire(
             .map_err(redis_error)?;
     let state = decode((window, curr, prev))?;
     let (decision, _) = sliding_window::decide(state, quota, request.attempt);
-    if decision.allowed() != (allowed == 1) {
-        return Err(disagreement(Algorithm::SlidingWindow));
-    }
-    Ok(decision)
+    agreed(decision, allowed, Algorithm::SlidingWindow)
 }
 
 pub(crate) async fn status(
