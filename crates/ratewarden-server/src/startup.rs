@@ -116,6 +116,19 @@ impl Application {
         clock: Arc<dyn Clock>,
     ) -> Result<Application, StartupError> {
         let store = open_store(&settings.store, &settings.store_options())?.into_dyn();
+        Application::with_store(settings, store, clock).await
+    }
+
+    /// As [`Application::build`], with a store already made (`settings.store`
+    /// is ignored): for tests that need a store misbehaving on purpose.
+    ///
+    /// # Errors
+    /// [`StartupError::Bind`] when the address cannot be bound.
+    pub async fn with_store(
+        settings: Settings,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Application, StartupError> {
         let listener =
             TcpListener::bind(settings.listen)
                 .await

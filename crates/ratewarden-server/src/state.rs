@@ -57,7 +57,8 @@ impl Shared {
     /// Decides one request of cost 1 for `key` under `policy` now, and
     /// records it (with an audit row when `audit` is given and the request
     /// passes). On a transient store error the decision follows
-    /// `--on-store-error`: open allows (logged, counted), closed is 503.
+    /// `--on-store-error`: open allows (logged, counted in metrics, and
+    /// marked [`Basis::FailedOpen`]), closed is 503.
     ///
     /// # Errors
     /// [`ApiError`] 503 / 500 when the store fails and the request is not
@@ -67,7 +68,7 @@ impl Shared {
         policy: &Policy,
         key: &Key,
         audit: Option<Audit<'_>>,
-    ) -> Result<(Decision, Timestamp), ApiError> {
+    ) -> Result<Verdict, ApiError> {
         let now = self.clock.now();
         let request = Acquire {
             policy,
@@ -78,12 +79,20 @@ impl Shared {
         let result = self.store.acquire(request).await;
         self.pruner.sample();
         match result {
-            Ok(decision) => Ok((decision, now)),
+            Ok(decision) => Ok(Verdict {
+                decision,
+                now,
+                basis: Basis::Counted,
+            }),
             Err(e) if e.is_transient() && self.on_store_error == FailurePolicy::Open => {
                 tracing::warn!(policy = %policy.name, %key, error = %e, "store unavailable; failing open");
                 metrics::counter!("ratewarden_store_failures_total", "policy" => "open")
                     .increment(1);
-                Ok((fail_open(policy), now))
+                Ok(Verdict {
+                    decision: fail_open(policy),
+                    now,
+                    basis: Basis::FailedOpen,
+                })
             }
             Err(e) => {
                 metrics::counter!("ratewarden_store_failures_total", "policy" => "closed")
@@ -92,6 +101,28 @@ impl Shared {
             }
         }
     }
+}
+
+/// A decision as the service reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict {
+    /// The decision.
+    pub decision: Decision,
+    /// The instant it was made for.
+    pub now: Timestamp,
+    /// Whether the store counted it.
+    pub basis: Basis,
+}
+
+/// How a [`Verdict`] was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The store decided and recorded it.
+    Counted,
+    /// The store was unavailable and `--on-store-error open` let the request
+    /// through unchecked: its numbers describe no real window, so no
+    /// rate-limit headers are sent with it.
+    FailedOpen,
 }
 
 /// The decision reported when failing open: allowed, nothing counted.

@@ -45,7 +45,8 @@ pub async fn handle(
         Some(_) => return Err(ApiError::unprocessable("'endpoint' must be a string")),
     };
     let key = user_key(user_id, &endpoint)?;
-    let (decision, _) = state.acquire(&state.check, &key, None).await?;
+    let verdict = state.acquire(&state.check, &key, None).await?;
+    let decision = verdict.decision;
     let body = LogUsage {
         user_id,
         count: decision.used,
@@ -62,7 +63,7 @@ pub async fn handle(
             body.endpoint
         )
     };
-    Ok(super::limited(&state.check, &decision, &body, detail))
+    Ok(super::limited(&state.check, &verdict, &body, detail))
 }
 
 /// The engine key of (user, endpoint): two parts, the id in canonical decimal.

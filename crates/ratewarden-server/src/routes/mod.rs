@@ -13,7 +13,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use ratewarden_core::{Decision, Outcome, Policy, Timestamp};
+use ratewarden_core::{Outcome, Policy, Timestamp};
 use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::FormatItem;
@@ -23,7 +23,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::headers::rate_limit_headers;
 use crate::problem::{self, ApiError};
-use crate::state::AppState;
+use crate::state::{AppState, Basis, Verdict};
 
 /// The longest a request may take, reading its body included; slower ones
 /// get 408 problem details.
@@ -67,13 +67,19 @@ async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
 }
 
 /// A rate-limited route's answer: 200 with `body`, or 429 problem details
-/// with `Retry-After`; both with the rate-limit headers.
+/// with `Retry-After`; both with the rate-limit headers, unless the
+/// request was let through unchecked (fail open).
 fn limited(
     policy: &Policy,
-    decision: &Decision,
+    verdict: &Verdict,
     body: impl Serialize,
     denied: impl FnOnce() -> String,
 ) -> Response {
+    let decision = &verdict.decision;
+    if verdict.basis == Basis::FailedOpen {
+        // Unchecked: no quota to advertise.
+        return axum::Json(body).into_response();
+    }
     let headers = rate_limit_headers(policy, decision);
     let retry_after = match decision.outcome {
         Outcome::Allowed => return (headers, axum::Json(body)).into_response(),

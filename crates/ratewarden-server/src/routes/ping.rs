@@ -57,11 +57,11 @@ pub async fn handle(
     let raw = client_key(&state.ping_key, &headers, peer);
     let key = Key::single(&raw)
         .map_err(|e| ApiError::bad_request(format!("the client key is not usable: {e}")))?;
-    let (decision, now) = state
+    let verdict = state
         .acquire(&state.ping, &key, Some(Audit { path: "/ping" }))
         .await?;
-    let body = WindowUsage::new(&raw, &state.ping, &decision, now);
-    Ok(super::limited(&state.ping, &decision, body, || {
+    let body = WindowUsage::new(&raw, &state.ping, &verdict.decision, verdict.now);
+    Ok(super::limited(&state.ping, &verdict, body, || {
         format!(
             "{} for key '{}'.",
             super::limit_text(&state.ping),

@@ -1,0 +1,142 @@
+//! What the service answers when its store is unavailable: the operator's
+//! `--on-store-error` policy, with nothing that claims a quota it did not
+//! check (SPEC section 5).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ratewarden_core::{
+    Acquire, Algorithm, Decision, Key, ManualClock, Policy, Store, StoreError, Timestamp,
+};
+use ratewarden_server::config::{Cli, Command};
+use ratewarden_server::startup::Application;
+
+/// A store that is always unreachable.
+#[derive(Debug)]
+struct Unreachable;
+
+#[async_trait]
+impl Store for Unreachable {
+    async fn acquire(&self, _: Acquire<'_>) -> Result<Decision, StoreError> {
+        Err(StoreError::Unavailable("connection refused".into()))
+    }
+    async fn status(&self, _: &Policy, _: &Key, _: Timestamp) -> Result<Decision, StoreError> {
+        Err(StoreError::Unavailable("connection refused".into()))
+    }
+    async fn reset(&self, _: Algorithm, _: &Key) -> Result<u64, StoreError> {
+        Err(StoreError::Unavailable("connection refused".into()))
+    }
+    async fn prune(&self, _: Algorithm, _: Duration, _: Timestamp) -> Result<u64, StoreError> {
+        Err(StoreError::Unavailable("connection refused".into()))
+    }
+    fn keeps_audit_log(&self) -> bool {
+        false
+    }
+}
+
+async fn spawn(policy: &str) -> String {
+    let argv = [
+        "ratewarden",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--on-store-error",
+        policy,
+    ];
+    let cli = <Cli as clap::Parser>::try_parse_from(argv).expect("valid arguments");
+    let Command::Serve(args) = cli.command else {
+        panic!("serve arguments");
+    };
+    let settings = args.into_settings(Some("admin".into())).expect("settings");
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_767_225_600)));
+    let app = Application::with_store(settings, Arc::new(Unreachable), clock)
+        .await
+        .expect("app");
+    let base = format!("http://{}", app.local_addr());
+    tokio::spawn(app.run_until_stopped(std::future::pending()));
+    base
+}
+
+/// Regression: failing open answered with `RateLimit: r=<limit>` headers,
+/// advertising a full quota that no store had checked.
+#[tokio::test]
+async fn failing_open_lets_requests_through_without_advertising_a_quota() {
+    let base = spawn("open").await;
+    let client = reqwest::Client::new();
+    for _ in 0..5 {
+        let r = client
+            .get(format!("{base}/ping"))
+            .header("X-Client-Key", "a")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        for name in [
+            "ratelimit",
+            "ratelimit-policy",
+            "x-ratelimit-remaining",
+            "retry-after",
+        ] {
+            assert!(
+                r.headers().get(name).is_none(),
+                "{name} sent with an unchecked answer"
+            );
+        }
+    }
+    let r = client
+        .post(format!("{base}/rate/check"))
+        .header("X-User-Id", "7")
+        .header("Content-Type", "application/json")
+        .body(r#"{"endpoint":"/a"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("ratelimit").is_none());
+}
+
+#[tokio::test]
+async fn failing_closed_answers_503_problems_and_reads_and_resets_always_do() {
+    for policy in ["closed", "open"] {
+        let base = spawn(policy).await;
+        let client = reqwest::Client::new();
+        let mut answers = vec![
+            client
+                .get(format!("{base}/status?key=a"))
+                .send()
+                .await
+                .unwrap(),
+            client
+                .get(format!("{base}/rate/status?endpoint=/a"))
+                .header("X-User-Id", "7")
+                .send()
+                .await
+                .unwrap(),
+            client
+                .delete(format!("{base}/rate/reset/7"))
+                .header("X-Admin-Key", "admin")
+                .send()
+                .await
+                .unwrap(),
+        ];
+        if policy == "closed" {
+            answers.push(client.get(format!("{base}/ping")).send().await.unwrap());
+        }
+        for r in answers {
+            assert_eq!(r.status(), 503, "{policy}");
+            let ctype = r
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            assert!(ctype.starts_with("application/problem+json"), "{ctype}");
+            let body = r.text().await.unwrap();
+            assert!(
+                !body.contains("connection refused"),
+                "the cause stays in the log: {body}"
+            );
+        }
+    }
+}
