@@ -9,7 +9,7 @@ use ratewarden_core::{Acquire, Decision, Key, Policy, StoreError, Timestamp};
 use redis::aio::ConnectionManager;
 
 use crate::numbers::{parse_u64, ttl_ms};
-use crate::{RedisStore, keys, redis_error};
+use crate::{RedisStore, get, keys, redis_error};
 
 pub(crate) async fn acquire(
     store: &RedisStore,
@@ -23,11 +23,7 @@ pub(crate) async fn acquire(
     let name = keys::fixed_window(store.config.key_prefix(), request.key, k);
     let before: Option<String> = if cost > quota.limit() {
         // Never passes and changes nothing: only read the count.
-        redis::cmd("GET")
-            .arg(&name)
-            .query_async(con)
-            .await
-            .map_err(redis_error)?
+        get(con, &name).await?
     } else {
         let until_end = quota.window_nanos() - now.as_unix_nanos() % quota.window_nanos();
         store
@@ -54,11 +50,7 @@ pub(crate) async fn status(
 ) -> Result<Decision, StoreError> {
     let k = fixed_window::window_index(&policy.quota, now);
     let name = keys::fixed_window(store.config.key_prefix(), key, k);
-    let count: Option<String> = redis::cmd("GET")
-        .arg(&name)
-        .query_async(con)
-        .await
-        .map_err(redis_error)?;
+    let count = get(con, &name).await?;
     Ok(fixed_window::status(state(k, count)?, &policy.quota, now))
 }
 

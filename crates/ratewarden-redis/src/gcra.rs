@@ -9,7 +9,7 @@ use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, StoreError, Tim
 use redis::aio::ConnectionManager;
 
 use crate::numbers::{parse_u64, slack_ms};
-use crate::{RedisStore, agreed, keys, redis_error};
+use crate::{RedisStore, agreed, get, keys, redis_error};
 
 pub(crate) async fn acquire(
     store: &RedisStore,
@@ -60,11 +60,7 @@ pub(crate) async fn status(
 }
 
 async fn read(con: &mut ConnectionManager, name: &str) -> Result<Option<GcraState>, StoreError> {
-    let tat: Option<String> = redis::cmd("GET")
-        .arg(name)
-        .query_async(con)
-        .await
-        .map_err(redis_error)?;
+    let tat = get(con, name).await?;
     decode(tat)
 }
 

@@ -291,6 +291,18 @@ pub(crate) fn redis_error(e: RedisError) -> StoreError {
     }
 }
 
+/// The string at `name`, `None` when absent (a plain read, never a write).
+pub(crate) async fn get(
+    con: &mut ConnectionManager,
+    name: &str,
+) -> Result<Option<String>, StoreError> {
+    redis::cmd("GET")
+        .arg(name)
+        .query_async(con)
+        .await
+        .map_err(redis_error)
+}
+
 /// `decision`, when the script (which answered `script_allowed`, 1 or 0)
 /// decided the same; a disagreement is a bug, reported as a failure.
 pub(crate) fn agreed(

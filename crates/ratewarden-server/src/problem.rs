@@ -225,10 +225,11 @@ pub async fn with_instance(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let path = request.uri().path().to_owned();
+    // A `Uri` clone shares its buffer: no copy on the hot path.
+    let uri = request.uri().clone();
     let mut response = next.run(request).await;
     match response.extensions_mut().remove::<ApiError>() {
-        Some(error) => error.render(Some(&path)),
+        Some(error) => error.render(Some(uri.path())),
         None => response,
     }
 }
