@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ratewarden_bench::{keys, open_policy};
-use ratewarden_core::{Acquire, Algorithm, Attempt, Clock, MemoryStore, Store, SystemClock};
+use ratewarden_core::{
+    Acquire, Algorithm, Attempt, Batch, Clock, MemoryStore, Policy, Store, SystemClock,
+};
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 
 const KEYS: usize = 10_000;
@@ -49,19 +51,48 @@ fn sqlite(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     i = (i + 1) % KEYS;
-                    let request = Acquire {
-                        policy: &policy,
-                        key: &keys[i],
-                        attempt: Attempt::one(SystemClock.now()),
-                        audit: None,
-                    };
-                    runtime.block_on(store.acquire(request)).expect("decision")
+                    let batch = Batch::one(SystemClock.now(), Acquire::one(&policy, &keys[i]));
+                    runtime.block_on(store.acquire(&batch)).expect("decision")
                 })
             },
         );
     }
     group.finish();
     runtime.block_on(store.close());
+}
+
+/// A batch of three checks (one per policy: per key, per key on another
+/// algorithm, and one global key) against a batch of one, memory store:
+/// what all-or-nothing over several shards costs.
+fn memory_batches(c: &mut Criterion) {
+    let keys = keys(KEYS);
+    let global = ratewarden_core::Key::single("global").expect("a short key");
+    let mut group = c.benchmark_group("memory_batch");
+    group.throughput(Throughput::Elements(1));
+    let store = MemoryStore::new();
+    let per_key = open_policy(Algorithm::Gcra);
+    let window = Policy::new("window", Algorithm::SlidingWindow, per_key.quota);
+    let all = Policy::new("all", Algorithm::FixedWindow, per_key.quota);
+    let mut i = 0usize;
+    group.bench_function("1 check (gcra)", |b| {
+        b.iter(|| {
+            i = (i + 1) % KEYS;
+            let batch = Batch::one(SystemClock.now(), Acquire::one(&per_key, &keys[i]));
+            store.acquire_batch_now(&batch)
+        })
+    });
+    group.bench_function("3 checks (gcra + sliding_window + fixed_window)", |b| {
+        b.iter(|| {
+            i = (i + 1) % KEYS;
+            let checks = [
+                Acquire::one(&per_key, &keys[i]),
+                Acquire::one(&window, &keys[i]),
+                Acquire::one(&all, &global),
+            ];
+            store.acquire_batch_now(&Batch::new(SystemClock.now(), checks))
+        })
+    });
+    group.finish();
 }
 
 /// The memory store's GCRA and governor's keyed GCRA, same keys, same run.
@@ -114,5 +145,5 @@ fn gcra_vs_governor(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, memory, gcra_vs_governor, sqlite);
+criterion_group!(benches, memory, memory_batches, gcra_vs_governor, sqlite);
 criterion_main!(benches);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ratewarden_bench::{keys, open_policy};
-use ratewarden_core::{Acquire, Algorithm, Attempt, Clock, Store, SystemClock};
+use ratewarden_core::{Acquire, Algorithm, Batch, Clock, Store, SystemClock};
 use ratewarden_redis::{RedisConfig, RedisStore};
 
 const CALLERS: usize = 64;
@@ -41,13 +41,8 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 for i in 0..PER_CALLER {
                     let key = &keys[(caller * PER_CALLER + i) % keys.len()];
-                    let request = Acquire {
-                        policy: &policy,
-                        key,
-                        attempt: Attempt::one(SystemClock.now()),
-                        audit: None,
-                    };
-                    store.acquire(request).await.expect("decision");
+                    let batch = Batch::one(SystemClock.now(), Acquire::one(&policy, key));
+                    store.acquire(&batch).await.expect("decision");
                 }
             }));
         }

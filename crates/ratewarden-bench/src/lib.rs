@@ -18,11 +18,7 @@ use ratewarden_core::{Algorithm, Key, Policy, Quota};
 pub fn open_policy(algorithm: Algorithm) -> Policy {
     #[allow(clippy::expect_used)] // constant, valid quota
     let quota = Quota::new(1_000_000_000_000, Duration::from_secs(1)).expect("valid quota");
-    Policy {
-        name: "bench".into(),
-        algorithm,
-        quota,
-    }
+    Policy::new("bench", algorithm, quota)
 }
 
 /// `n` distinct one-part keys `client-0` … `client-{n-1}`.

@@ -23,13 +23,16 @@
 //! # Layout
 //! - [`clock`]: [`Timestamp`], [`Clock`], [`SystemClock`], [`ManualClock`].
 //! - [`key`]: [`Key`], opaque multi-part keys.
-//! - [`quota`]: [`Quota`], [`Algorithm`], [`Policy`], [`Attempt`].
+//! - [`quota`]: [`Quota`], [`Algorithm`], [`Policy`], [`Mode`], [`Attempt`].
 //! - [`decision`]: [`Decision`], [`Outcome`].
 //! - [`algorithm`]: one module per algorithm of SPEC section 6.
-//! - [`store`]: the [`Store`] trait and [`StoreError`].
+//! - [`batch`]: [`Batch`], [`Acquire`], [`Settlement`]: several checks
+//!   decided all or nothing.
+//! - [`store`]: the [`Store`] trait, [`KeyMatch`] and [`StoreError`].
 //! - [`memory`]: [`MemoryStore`], the in-process store.
 
 pub mod algorithm;
+pub mod batch;
 pub mod clock;
 pub mod decision;
 pub mod key;
@@ -37,9 +40,10 @@ pub mod memory;
 pub mod quota;
 pub mod store;
 
+pub use batch::{Acquire, Audit, Batch, Settlement};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome};
 pub use key::{Key, KeyError};
 pub use memory::MemoryStore;
-pub use quota::{Algorithm, Attempt, Policy, Quota, QuotaError, ceil_millis, ceil_secs};
-pub use store::{Acquire, Audit, Store, StoreError};
+pub use quota::{Algorithm, Attempt, Mode, Policy, Quota, QuotaError, ceil_millis, ceil_secs};
+pub use store::{KeyMatch, Store, StoreError};

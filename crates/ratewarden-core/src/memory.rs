@@ -1,9 +1,15 @@
 //! The in-memory store: one process, no persistence, the fastest.
 //!
-//! State lives in shards (a hash table each, behind a mutex), chosen by the
-//! key's hash, so unrelated keys rarely contend. Each decision locks one
-//! shard, reads the key's state, runs the pure algorithm and writes the next
-//! state: atomic, so it never over-admits.
+//! State lives in shards (behind a mutex each), chosen by the key's hash,
+//! so unrelated keys rarely contend. Inside a shard every policy name has
+//! a space of its own, with one hash table per algorithm: state belongs to
+//! (policy name, algorithm, key), so policies never share or clear each
+//! other's counters. A decision of one check locks one shard, reads the
+//! key's state, runs the pure algorithm and writes the next state; a batch
+//! locks the shards of all its keys in ascending shard order (so two
+//! batches never wait for each other in a cycle: no deadlock), decides
+//! every item, applies the all-or-nothing rule ([`crate::batch`]) and
+//! writes, then unlocks. Atomic either way, so it never over-admits.
 //!
 //! Memory stays bounded by the keys active recently: every entry records
 //! when its state stops mattering (fixed window: the window's end; sliding
@@ -15,7 +21,7 @@
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,17 +32,20 @@ use crate::algorithm::gcra::{self, GcraState};
 use crate::algorithm::sliding_log::{self, LiveLog};
 use crate::algorithm::sliding_window::{self, SlidingWindowState};
 use crate::{
-    Acquire, Algorithm, Attempt, Decision, Key, Policy, Quota, Store, StoreError, Timestamp,
+    Acquire, Algorithm, Attempt, Batch, Decision, Key, KeyMatch, Policy, Quota, Settlement, Store,
+    StoreError, Timestamp,
 };
 
 /// A shard drops its expired entries after this many operations.
 pub const SWEEP_EVERY: u32 = 4096;
 
+type Hasher = foldhash::fast::RandomState;
+
 /// The in-memory store. See the module docs for its guarantees.
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
-    hasher: foldhash::fast::RandomState,
+    hasher: Hasher,
 }
 
 impl Default for MemoryStore {
@@ -56,11 +65,11 @@ impl MemoryStore {
         let n = shards.max(1).next_power_of_two();
         MemoryStore {
             shards: (0..n).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: Hasher::default(),
         }
     }
 
-    /// The number of keys with state, over every algorithm.
+    /// The number of keys with state, over every policy and algorithm.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| lock(s).len()).sum()
     }
@@ -70,40 +79,113 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// [`Store::acquire`] without the async wrapper: the memory store never
-    /// waits and never fails.
+    /// One check without the async wrapper (a batch of one): the memory
+    /// store never waits and never fails.
     pub fn acquire_now(&self, policy: &Policy, key: &Key, attempt: Attempt) -> Decision {
-        let (mut shard, ctx) = self.locate(policy, key);
-        shard.ops += 1;
-        if shard.ops >= SWEEP_EVERY {
-            shard.ops = 0;
-            shard.sweep(None, attempt.now, &self.hasher);
+        let ctx = self.ctx(policy, key);
+        let mut shard = self.lock_shard(ctx.hash);
+        shard.tick(attempt.now, &self.hasher);
+        // Alone in its batch, an item is charged exactly when its algorithm
+        // returns a next state: an allowed batch writes it, and a denied
+        // one-item batch has a next state only for a fixed window that
+        // counts denied attempts, which is charged anyway.
+        shard.acquire(policy, &ctx, attempt)
+    }
+
+    /// [`Store::acquire`] without the async wrapper: decides every item of
+    /// `batch` all or nothing, under the locks of all their shards.
+    pub fn acquire_batch_now(&self, batch: &Batch<'_>) -> Vec<Decision> {
+        let now = batch.now();
+        if let [item] = batch.items() {
+            return vec![self.acquire_now(item.policy, item.key, attempt(item, now))];
         }
-        shard.acquire(policy.algorithm, &ctx, attempt)
+        let ctxs: Vec<Ctx<'_>> = batch
+            .items()
+            .iter()
+            .map(|item| self.ctx(item.policy, item.key))
+            .collect();
+        let mut order: Vec<usize> = ctxs.iter().map(|c| self.shard_index(c.hash)).collect();
+        order.sort_unstable();
+        order.dedup();
+        // Ascending shard order: no two batches can wait on each other.
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
+            .into_iter()
+            .map(|i| (i, lock(&self.shards[i])))
+            .collect();
+        // Every item's shard is among the locked ones, sorted by index.
+        let find = |hash: u64, guards: &[(usize, MutexGuard<'_, Shard>)]| {
+            let index = self.shard_index(hash);
+            guards.partition_point(|(i, _)| *i < index)
+        };
+        let own: Vec<(Decision, Next)> = batch
+            .items()
+            .iter()
+            .zip(&ctxs)
+            .map(|(item, ctx)| {
+                let at = find(ctx.hash, &guards);
+                guards[at].1.decide(item.policy, ctx, attempt(item, now))
+            })
+            .collect();
+        let settlement = Settlement::of(batch.items(), own.iter().map(|(d, _)| d));
+        let mut decisions = Vec::with_capacity(own.len());
+        for ((item, ctx), (decision, next)) in batch.items().iter().zip(&ctxs).zip(own) {
+            let at = find(ctx.hash, &guards);
+            let shard = &mut guards[at].1;
+            let reported =
+                settlement.report(item, decision, || shard.status(item.policy, ctx, now));
+            if settlement.charges(item) {
+                shard.write(item.policy, ctx, attempt(item, now), next);
+            }
+            decisions.push(reported);
+        }
+        for (_, shard) in &mut guards {
+            shard.tick(now, &self.hasher);
+        }
+        decisions
     }
 
     /// [`Store::status`] without the async wrapper.
     pub fn status_now(&self, policy: &Policy, key: &Key, now: Timestamp) -> Decision {
-        let (shard, ctx) = self.locate(policy, key);
-        shard.status(policy.algorithm, &ctx, now)
+        let ctx = self.ctx(policy, key);
+        self.lock_shard(ctx.hash).status(policy, &ctx, now)
     }
 
-    /// The locked shard of `key`, and what finding its entry takes.
-    fn locate<'a>(&'a self, policy: &'a Policy, key: &'a Key) -> (MutexGuard<'a, Shard>, Ctx<'a>) {
-        let hash = self.hasher.hash_one(key.encoded());
-        let ctx = Ctx {
-            hash,
+    /// [`Store::reset`] without the async wrapper.
+    pub fn reset_now(&self, policy: &Policy, keys: KeyMatch<'_>, now: Timestamp) -> u64 {
+        let reset = |shard: &Mutex<Shard>| lock(shard).reset(policy, keys, now);
+        match keys {
+            KeyMatch::Exactly(key) => {
+                let hash = self.hasher.hash_one(key.encoded());
+                reset(&self.shards[self.shard_index(hash)])
+            }
+            KeyMatch::StartingWith(_) => self.shards.iter().map(reset).sum(),
+        }
+    }
+
+    /// What finding the entry of (`policy`, `key`) takes.
+    fn ctx<'a>(&'a self, policy: &'a Policy, key: &'a Key) -> Ctx<'a> {
+        Ctx {
+            hash: self.hasher.hash_one(key.encoded()),
             key: key.encoded(),
             hasher: &self.hasher,
             quota: &policy.quota,
-        };
-        (self.shard(hash), ctx)
+        }
     }
 
-    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        // The top bits pick the shard; the table uses the low bits.
-        let index = (hash >> 48) as usize & (self.shards.len() - 1);
-        lock(&self.shards[index])
+    fn shard_index(&self, hash: u64) -> usize {
+        // The top bits pick the shard; the tables use the low bits.
+        (hash >> 48) as usize & (self.shards.len() - 1)
+    }
+
+    fn lock_shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        lock(&self.shards[self.shard_index(hash)])
+    }
+}
+
+fn attempt(item: &Acquire<'_>, now: Timestamp) -> Attempt {
+    Attempt {
+        now,
+        cost: item.cost,
     }
 }
 
@@ -117,8 +199,8 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 #[async_trait]
 impl Store for MemoryStore {
-    async fn acquire(&self, request: Acquire<'_>) -> Result<Decision, StoreError> {
-        Ok(self.acquire_now(request.policy, request.key, request.attempt))
+    async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
+        Ok(self.acquire_batch_now(batch))
     }
 
     async fn status(
@@ -130,13 +212,13 @@ impl Store for MemoryStore {
         Ok(self.status_now(policy, key, now))
     }
 
-    async fn reset(&self, algorithm: Algorithm, prefix: &Key) -> Result<u64, StoreError> {
-        let prefix = prefix.encoded();
-        Ok(self
-            .shards
-            .iter()
-            .map(|s| lock(s).reset(algorithm, prefix))
-            .sum())
+    async fn reset(
+        &self,
+        policy: &Policy,
+        keys: KeyMatch<'_>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        Ok(self.reset_now(policy, keys, now))
     }
 
     /// Drops every expired entry of `algorithm`; the entries know their own
@@ -277,12 +359,25 @@ impl Expiring for LogEntry {
     }
 }
 
+/// One policy name's state in one shard: a table per algorithm.
 #[derive(Debug, Default)]
-struct Shard {
+struct Space {
     fixed: Table<FixedEntry>,
     sliding: Table<SlidingEntry>,
     gcra: Table<u64>,
     log: Table<LogEntry>,
+}
+
+impl Space {
+    fn len(&self) -> usize {
+        self.fixed.len() + self.sliding.len() + self.gcra.len() + self.log.len()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    /// By policy name.
+    spaces: hashbrown::HashMap<Arc<str>, Space, Hasher>,
     ops: u32,
 }
 
@@ -290,7 +385,7 @@ struct Shard {
 struct Ctx<'a> {
     hash: u64,
     key: &'a [u8],
-    hasher: &'a foldhash::fast::RandomState,
+    hasher: &'a Hasher,
     quota: &'a Quota,
 }
 
@@ -331,108 +426,250 @@ impl Ctx<'_> {
             }
         }
     }
+
+    /// Stores `state` as the key's state.
+    fn set<S: Copy>(&self, table: &mut Table<S>, state: S) {
+        self.update(table, |_| (NO_DECISION, Some(state)));
+    }
+
+    /// The key's sliding-log entry, created empty when absent.
+    fn log_entry<'t>(&self, table: &'t mut Table<LogEntry>) -> &'t mut LogEntry {
+        let hasher = self.hasher;
+        let entry = table.entry(
+            self.hash,
+            |(k, _)| k.as_bytes() == self.key,
+            |(k, _)| hasher.hash_one(k.as_bytes()),
+        );
+        &mut entry
+            .or_insert_with(|| (CompactKey::new(self.key), LogEntry::default()))
+            .into_mut()
+            .1
+    }
+
+    fn remove<S>(&self, table: &mut Table<S>) {
+        if let Ok(entry) = table.find_entry(self.hash, |(k, _)| k.as_bytes() == self.key) {
+            entry.remove();
+        }
+    }
+}
+
+/// A placeholder for [`Ctx::set`], whose decision nobody reads.
+const NO_DECISION: Decision = Decision {
+    outcome: crate::Outcome::Never,
+    limit: 0,
+    remaining: 0,
+    used: 0,
+    reset_after: Duration::ZERO,
+};
+
+/// What a batch item writes once the batch is settled.
+#[derive(Debug, Clone, Copy)]
+enum Next {
+    Nothing,
+    Fixed(FixedEntry),
+    Sliding(SlidingEntry),
+    Gcra(u64),
+    /// Record the attempt's cost as events at its time.
+    Record,
 }
 
 impl Shard {
     fn len(&self) -> usize {
-        self.fixed.len() + self.sliding.len() + self.gcra.len() + self.log.len()
+        self.spaces.values().map(Space::len).sum()
     }
 
-    fn acquire(&mut self, algorithm: Algorithm, ctx: &Ctx<'_>, attempt: Attempt) -> Decision {
+    /// Counts an operation; every [`SWEEP_EVERY`] operations drops the
+    /// shard's expired entries.
+    fn tick(&mut self, now: Timestamp, hasher: &Hasher) {
+        self.ops += 1;
+        if self.ops >= SWEEP_EVERY {
+            self.ops = 0;
+            self.sweep(None, now, hasher);
+        }
+    }
+
+    fn space(&self, policy: &Policy) -> Option<&Space> {
+        self.spaces.get(&*policy.name)
+    }
+
+    fn space_mut(&mut self, policy: &Policy) -> &mut Space {
+        self.spaces.entry_ref(&*policy.name).or_default()
+    }
+
+    /// Decides and records one check, with one table lookup.
+    fn acquire(&mut self, policy: &Policy, ctx: &Ctx<'_>, attempt: Attempt) -> Decision {
         let w = ctx.quota.window_nanos();
-        match algorithm {
-            Algorithm::FixedWindow => ctx.update(&mut self.fixed, |state| {
+        let space = self.space_mut(policy);
+        match policy.algorithm {
+            Algorithm::FixedWindow => ctx.update(&mut space.fixed, |state| {
                 let (d, next) = fixed_window::decide(state.map(|e| e.state), ctx.quota, attempt);
                 (d, next.map(|s| fixed_entry(s, w)))
             }),
-            Algorithm::SlidingWindow => ctx.update(&mut self.sliding, |state| {
+            Algorithm::SlidingWindow => ctx.update(&mut space.sliding, |state| {
                 let (d, next) = sliding_window::decide(state.map(|e| e.state), ctx.quota, attempt);
                 (d, next.map(|s| sliding_entry(s, w)))
             }),
-            Algorithm::Gcra => ctx.update(&mut self.gcra, |state| {
+            Algorithm::Gcra => ctx.update(&mut space.gcra, |state| {
                 let (d, next) =
                     gcra::decide(state.map(|tat| GcraState { tat }), ctx.quota, attempt);
                 (d, next.map(|s| s.tat))
             }),
             Algorithm::SlidingLog => {
-                let hasher = ctx.hasher;
-                let entry = match self
-                    .log
-                    .find_mut(ctx.hash, |(k, _)| k.as_bytes() == ctx.key)
-                {
-                    Some((_, e)) => e,
-                    None => {
-                        let fresh = (CompactKey::new(ctx.key), LogEntry::default());
-                        let slot = self
-                            .log
-                            .insert_unique(ctx.hash, fresh, |(k, _)| hasher.hash_one(k.as_bytes()));
-                        &mut slot.into_mut().1
-                    }
-                };
-                let d = log_decide(entry, ctx.quota, attempt, true);
-                if entry.events.is_empty() {
-                    self.log_remove(ctx);
+                let entry = ctx.log_entry(&mut space.log);
+                drop_dead(entry, ctx.quota, attempt.now);
+                let decision = log_decide(entry, ctx.quota, attempt);
+                if decision.allowed() {
+                    record(entry, ctx.quota, attempt);
                 }
-                d
+                if entry.events.is_empty() {
+                    ctx.remove(&mut space.log);
+                }
+                decision
             }
         }
     }
 
-    fn status(&self, algorithm: Algorithm, ctx: &Ctx<'_>, now: Timestamp) -> Decision {
-        match algorithm {
+    /// A batch item's own decision and what it would write; changes nothing.
+    fn decide(&self, policy: &Policy, ctx: &Ctx<'_>, attempt: Attempt) -> (Decision, Next) {
+        let w = ctx.quota.window_nanos();
+        let space = self.space(policy);
+        match policy.algorithm {
             Algorithm::FixedWindow => {
-                fixed_window::status(ctx.get(&self.fixed).map(|e| e.state), ctx.quota, now)
+                let state = space.and_then(|s| ctx.get(&s.fixed)).map(|e| e.state);
+                let (d, next) = fixed_window::decide(state, ctx.quota, attempt);
+                (
+                    d,
+                    next.map_or(Next::Nothing, |s| Next::Fixed(fixed_entry(s, w))),
+                )
             }
             Algorithm::SlidingWindow => {
-                sliding_window::status(ctx.get(&self.sliding).map(|e| e.state), ctx.quota, now)
+                let state = space.and_then(|s| ctx.get(&s.sliding)).map(|e| e.state);
+                let (d, next) = sliding_window::decide(state, ctx.quota, attempt);
+                (
+                    d,
+                    next.map_or(Next::Nothing, |s| Next::Sliding(sliding_entry(s, w))),
+                )
             }
+            Algorithm::Gcra => {
+                let state = space
+                    .and_then(|s| ctx.get(&s.gcra))
+                    .map(|&tat| GcraState { tat });
+                let (d, next) = gcra::decide(state, ctx.quota, attempt);
+                (d, next.map_or(Next::Nothing, |s| Next::Gcra(s.tat)))
+            }
+            Algorithm::SlidingLog => {
+                let empty = LogEntry::default();
+                let entry = space.and_then(|s| ctx.get(&s.log)).unwrap_or(&empty);
+                let d = log_decide(entry, ctx.quota, attempt);
+                (
+                    d,
+                    if d.allowed() {
+                        Next::Record
+                    } else {
+                        Next::Nothing
+                    },
+                )
+            }
+        }
+    }
+
+    /// Writes what [`Shard::decide`] returned.
+    fn write(&mut self, policy: &Policy, ctx: &Ctx<'_>, attempt: Attempt, next: Next) {
+        if matches!(next, Next::Nothing) {
+            return;
+        }
+        let space = self.space_mut(policy);
+        match next {
+            Next::Nothing => {}
+            Next::Fixed(e) => ctx.set(&mut space.fixed, e),
+            Next::Sliding(e) => ctx.set(&mut space.sliding, e),
+            Next::Gcra(tat) => ctx.set(&mut space.gcra, tat),
+            Next::Record => {
+                let entry = ctx.log_entry(&mut space.log);
+                drop_dead(entry, ctx.quota, attempt.now);
+                record(entry, ctx.quota, attempt);
+            }
+        }
+    }
+
+    fn status(&self, policy: &Policy, ctx: &Ctx<'_>, now: Timestamp) -> Decision {
+        let space = self.space(policy);
+        match policy.algorithm {
+            Algorithm::FixedWindow => fixed_window::status(
+                space.and_then(|s| ctx.get(&s.fixed)).map(|e| e.state),
+                ctx.quota,
+                now,
+            ),
+            Algorithm::SlidingWindow => sliding_window::status(
+                space.and_then(|s| ctx.get(&s.sliding)).map(|e| e.state),
+                ctx.quota,
+                now,
+            ),
             Algorithm::Gcra => gcra::status(
-                ctx.get(&self.gcra).map(|&tat| GcraState { tat }),
+                space
+                    .and_then(|s| ctx.get(&s.gcra))
+                    .map(|&tat| GcraState { tat }),
                 ctx.quota,
                 now,
             ),
             Algorithm::SlidingLog => {
-                let mut entry = ctx.get(&self.log).cloned().unwrap_or_default();
-                log_decide(&mut entry, ctx.quota, Attempt::one(now), false)
+                let empty = LogEntry::default();
+                let entry = space.and_then(|s| ctx.get(&s.log)).unwrap_or(&empty);
+                log_status(entry, ctx.quota, now)
             }
         }
     }
 
-    fn log_remove(&mut self, ctx: &Ctx<'_>) {
-        if let Ok(entry) = self
-            .log
-            .find_entry(ctx.hash, |(k, _)| k.as_bytes() == ctx.key)
-        {
-            entry.remove();
-        }
-    }
-
-    fn reset(&mut self, algorithm: Algorithm, prefix: &[u8]) -> u64 {
-        fn drop_prefixed<S>(table: &mut Table<S>, prefix: &[u8]) -> u64 {
-            let before = table.len();
-            table.retain(|(k, _)| !k.as_bytes().starts_with(prefix));
-            (before - table.len()) as u64
-        }
-        match algorithm {
-            Algorithm::FixedWindow => drop_prefixed(&mut self.fixed, prefix),
-            Algorithm::SlidingWindow => drop_prefixed(&mut self.sliding, prefix),
-            Algorithm::Gcra => drop_prefixed(&mut self.gcra, prefix),
-            Algorithm::SlidingLog => drop_prefixed(&mut self.log, prefix),
-        }
-    }
-
-    /// Drops entries expired at `now` (of one algorithm, or of all).
-    fn sweep(
-        &mut self,
-        algorithm: Option<Algorithm>,
-        now: Timestamp,
-        hasher: &foldhash::fast::RandomState,
-    ) -> u64 {
-        fn expire_table<S: Expiring>(
+    /// Deletes the selected keys of `policy`; returns how many held usage
+    /// at `now`.
+    fn reset(&mut self, policy: &Policy, keys: KeyMatch<'_>, now: Timestamp) -> u64 {
+        fn drop_selected<S>(
             table: &mut Table<S>,
-            now: u64,
-            hasher: &foldhash::fast::RandomState,
+            keys: KeyMatch<'_>,
+            in_use: impl Fn(&S) -> bool,
         ) -> u64 {
+            let selected = |k: &CompactKey| match keys {
+                KeyMatch::Exactly(key) => k.as_bytes() == key.encoded(),
+                KeyMatch::StartingWith(prefix) => k.as_bytes().starts_with(prefix.encoded()),
+            };
+            let mut live = 0;
+            table.retain(|(k, s)| {
+                let drop = selected(k);
+                live += u64::from(drop && in_use(s));
+                !drop
+            });
+            live
+        }
+        let Some(space) = self.spaces.get_mut(&*policy.name) else {
+            return 0;
+        };
+        let quota = &policy.quota;
+        let live = match policy.algorithm {
+            Algorithm::FixedWindow => drop_selected(&mut space.fixed, keys, |e| {
+                fixed_window::in_use(e.state, quota, now)
+            }),
+            Algorithm::SlidingWindow => drop_selected(&mut space.sliding, keys, |e| {
+                sliding_window::in_use(e.state, quota, now)
+            }),
+            Algorithm::Gcra => drop_selected(&mut space.gcra, keys, |&tat| {
+                gcra::in_use(GcraState { tat }, now)
+            }),
+            Algorithm::SlidingLog => drop_selected(&mut space.log, keys, |e| {
+                e.events.back().is_some_and(|&(at, _)| {
+                    sliding_log::is_live(quota, Timestamp::from_unix_nanos(at), now)
+                })
+            }),
+        };
+        if space.len() == 0 {
+            self.spaces.remove(&*policy.name);
+        }
+        live
+    }
+
+    /// Drops entries expired at `now` (of one algorithm, or of all), and
+    /// the spaces left empty.
+    fn sweep(&mut self, algorithm: Option<Algorithm>, now: Timestamp, hasher: &Hasher) -> u64 {
+        fn expire_table<S: Expiring>(table: &mut Table<S>, now: u64, hasher: &Hasher) -> u64 {
             let before = table.len();
             table.retain(|(_, s)| s.expires() > now);
             // Give memory back after a burst of keys; entries are rehashed
@@ -445,18 +682,21 @@ impl Shard {
         let now = now.as_unix_nanos();
         let wanted = |a: Algorithm| algorithm.is_none_or(|x| x == a);
         let mut dropped = 0;
-        if wanted(Algorithm::FixedWindow) {
-            dropped += expire_table(&mut self.fixed, now, hasher);
+        for space in self.spaces.values_mut() {
+            if wanted(Algorithm::FixedWindow) {
+                dropped += expire_table(&mut space.fixed, now, hasher);
+            }
+            if wanted(Algorithm::SlidingWindow) {
+                dropped += expire_table(&mut space.sliding, now, hasher);
+            }
+            if wanted(Algorithm::Gcra) {
+                dropped += expire_table(&mut space.gcra, now, hasher);
+            }
+            if wanted(Algorithm::SlidingLog) {
+                dropped += expire_table(&mut space.log, now, hasher);
+            }
         }
-        if wanted(Algorithm::SlidingWindow) {
-            dropped += expire_table(&mut self.sliding, now, hasher);
-        }
-        if wanted(Algorithm::Gcra) {
-            dropped += expire_table(&mut self.gcra, now, hasher);
-        }
-        if wanted(Algorithm::SlidingLog) {
-            dropped += expire_table(&mut self.log, now, hasher);
-        }
+        self.spaces.retain(|_, space| space.len() > 0);
         dropped
     }
 }
@@ -475,48 +715,81 @@ fn sliding_entry(state: SlidingWindowState, w: u64) -> SlidingEntry {
     }
 }
 
-/// Sliding log on a run-length event list: drops dead events, decides,
-/// and records when allowed and `record` is set (status does not record).
-fn log_decide(entry: &mut LogEntry, quota: &Quota, attempt: Attempt, record: bool) -> Decision {
-    let now = attempt.now;
+/// Drops the events that have left the window at `now`, oldest first.
+fn drop_dead(entry: &mut LogEntry, quota: &Quota, now: Timestamp) {
     while let Some(&(at, _)) = entry.events.front() {
         if sliding_log::is_live(quota, Timestamp::from_unix_nanos(at), now) {
             break;
         }
         entry.events.pop_front();
     }
+}
+
+/// Records `attempt.cost` events at `attempt.now` (run-length: one pair
+/// per instant).
+fn record(entry: &mut LogEntry, quota: &Quota, attempt: Attempt) {
+    let at = attempt.now.as_unix_nanos();
+    let cost = attempt.cost.get();
+    match entry.events.back_mut() {
+        Some((last, n)) if *last == at => *n += cost,
+        _ => entry.events.push_back((at, cost)),
+    }
+    entry.expires = at.saturating_add(quota.window_nanos());
+}
+
+/// The live events at `now` (skipping dead ones that were not dropped
+/// yet), oldest first.
+fn live_events<'e>(
+    entry: &'e LogEntry,
+    quota: &'e Quota,
+    now: Timestamp,
+) -> impl Iterator<Item = (u64, u64)> + Clone + 'e {
+    entry.events.iter().copied().skip_while(move |&(at, _)| {
+        !sliding_log::is_live(quota, Timestamp::from_unix_nanos(at), now)
+    })
+}
+
+/// The summary and the `j`-th oldest accessor of the live events.
+fn log_view<'e>(
+    entry: &'e LogEntry,
+    quota: &'e Quota,
+    now: Timestamp,
+) -> (
+    LiveLog,
+    impl FnOnce(u64) -> Result<Timestamp, std::convert::Infallible> + 'e,
+) {
+    let live = live_events(entry, quota, now);
     let log = LiveLog {
-        count: entry.events.iter().map(|&(_, n)| n).sum(),
-        newest: entry
-            .events
-            .back()
-            .map(|&(at, _)| Timestamp::from_unix_nanos(at)),
+        count: live.clone().map(|(_, n)| n).sum(),
+        newest: live
+            .clone()
+            .last()
+            .map(|(at, _)| Timestamp::from_unix_nanos(at)),
     };
-    let nth_oldest = |j: u64| {
+    let nth_oldest = move |j: u64| {
         let mut seen = 0u64;
-        for &(at, n) in &entry.events {
+        for (at, n) in live {
             seen += n;
             if seen >= j {
-                return Ok::<_, std::convert::Infallible>(Timestamp::from_unix_nanos(at));
+                return Ok(Timestamp::from_unix_nanos(at));
             }
         }
         Ok(log.newest.unwrap_or(now))
     };
-    let decision = if record {
-        sliding_log::decide(log, nth_oldest, quota, attempt)
-    } else {
-        sliding_log::status(log, nth_oldest, quota, now)
-    };
-    let Ok(decision) = decision;
-    if record && decision.allowed() {
-        let at = now.as_unix_nanos();
-        let cost = attempt.cost.get();
-        match entry.events.back_mut() {
-            Some((last, n)) if *last == at => *n += cost,
-            _ => entry.events.push_back((at, cost)),
-        }
-        entry.expires = at.saturating_add(quota.window_nanos());
-    }
+    (log, nth_oldest)
+}
+
+/// Sliding log: the decision for `attempt`; records nothing.
+fn log_decide(entry: &LogEntry, quota: &Quota, attempt: Attempt) -> Decision {
+    let (log, nth_oldest) = log_view(entry, quota, attempt.now);
+    let Ok(decision) = sliding_log::decide(log, nth_oldest, quota, attempt);
+    decision
+}
+
+/// Sliding log: the status at `now`.
+fn log_status(entry: &LogEntry, quota: &Quota, now: Timestamp) -> Decision {
+    let (log, nth_oldest) = log_view(entry, quota, now);
+    let Ok(decision) = sliding_log::status(log, nth_oldest, quota, now);
     decision
 }
 
@@ -526,11 +799,7 @@ mod tests {
     use std::num::NonZeroU64;
 
     fn policy(algorithm: Algorithm, limit: u64, window: Duration) -> Policy {
-        Policy {
-            name: "t".into(),
-            algorithm,
-            quota: Quota::new(limit, window).unwrap(),
-        }
+        Policy::new("t", algorithm, Quota::new(limit, window).unwrap())
     }
 
     fn at(ms: u64) -> Attempt {
@@ -569,7 +838,8 @@ mod tests {
         for _ in 0..SWEEP_EVERY {
             store.acquire_now(&p, &key, at(2_001));
         }
-        let s = lock(&store.shards[0]);
+        let shard = lock(&store.shards[0]);
+        let s = &shard.spaces["t"];
         assert_eq!(
             (s.fixed.len(), s.sliding.len(), s.gcra.len(), s.log.len()),
             (0, 0, 1, 0),
@@ -675,6 +945,22 @@ mod tests {
                 .used,
             80
         );
+    }
+
+    #[test]
+    fn a_space_left_empty_by_a_sweep_is_dropped() {
+        let store = MemoryStore::with_shards(1);
+        let gone = Policy::new(
+            "gone",
+            Algorithm::Gcra,
+            Quota::new(5, Duration::from_secs(1)).unwrap(),
+        );
+        store.acquire_now(&gone, &Key::single("a").unwrap(), at(0));
+        let p = policy(Algorithm::Gcra, 5, Duration::from_secs(1));
+        for _ in 0..SWEEP_EVERY {
+            store.acquire_now(&p, &Key::single("b").unwrap(), at(5_000));
+        }
+        assert!(!lock(&store.shards[0]).spaces.contains_key("gone"));
     }
 
     /// The memory store's futures complete on the first poll.

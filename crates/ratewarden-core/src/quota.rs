@@ -20,6 +20,7 @@ pub struct Quota {
     limit: u64,
     window_nanos: NonZeroU64,
     burst: Option<u64>,
+    count_denied: bool,
 }
 
 /// Why a [`Quota`] could not be built.
@@ -55,6 +56,7 @@ impl Quota {
             limit,
             window_nanos,
             burst: None,
+            count_denied: false,
         })
     }
 
@@ -66,6 +68,23 @@ impl Quota {
             burst: Some(burst.min(MAX_COUNT - 1)),
             ..self
         }
+    }
+
+    /// The same quota with denied attempts counted: a fixed window then adds
+    /// every attempt's cost to its counter, allowed or not (seed A: after
+    /// L + 2 requests the counter reads L + 2). Other algorithms ignore it;
+    /// they never count a denial.
+    pub fn counting_denied(self) -> Quota {
+        Quota {
+            count_denied: true,
+            ..self
+        }
+    }
+
+    /// Whether a fixed window counts denied attempts
+    /// ([`Quota::counting_denied`]). Off by default.
+    pub fn counts_denied(&self) -> bool {
+        self.count_denied
     }
 
     /// The GCRA burst: as set by [`Quota::with_burst`], else the limit.
@@ -151,7 +170,9 @@ impl FromStr for Algorithm {
 }
 
 /// A named limit: which algorithm enforces which quota. The name appears
-/// in the `RateLimit-Policy` header and in logs.
+/// in the `RateLimit-Policy` header and in logs, and it namespaces the
+/// policy's state in every store: state belongs to (name, algorithm, key),
+/// so two policies never share or clear each other's counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// Short identifier, e.g. `ping`.
@@ -160,6 +181,49 @@ pub struct Policy {
     pub algorithm: Algorithm,
     /// The limit per window.
     pub quota: Quota,
+    /// Whether a denial of this policy refuses the request or is only
+    /// reported (shadow mode, a dry run).
+    pub mode: Mode,
+}
+
+impl Policy {
+    /// An enforcing policy.
+    pub fn new(name: impl Into<std::sync::Arc<str>>, algorithm: Algorithm, quota: Quota) -> Policy {
+        Policy {
+            name: name.into(),
+            algorithm,
+            quota,
+            mode: Mode::Enforce,
+        }
+    }
+
+    /// The same policy in shadow mode: decided and counted, never denying.
+    pub fn in_shadow(self) -> Policy {
+        Policy {
+            mode: Mode::Shadow,
+            ..self
+        }
+    }
+
+    /// Whether this policy's own denial is recorded even when nothing else
+    /// is: a fixed window that counts denied attempts
+    /// ([`Quota::counting_denied`]).
+    pub fn counts_denied(&self) -> bool {
+        self.algorithm == Algorithm::FixedWindow && self.quota.counts_denied()
+    }
+}
+
+/// Whether a policy's denials refuse requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// A denial refuses the request (and, in a batch, every other check).
+    #[default]
+    Enforce,
+    /// Shadow mode (a dry run): the policy is decided and counted like an
+    /// enforcing one, but a would-be denial lets the request through and
+    /// charges this policy nothing; the caller reports it as
+    /// `shadow_denied`.
+    Shadow,
 }
 
 /// `ping: fixed_window, 3 per 60s` (windows that are not whole seconds in

@@ -10,42 +10,51 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Algorithm, Attempt, Decision, Key, Policy, Timestamp};
+use crate::{Algorithm, Batch, Decision, Key, Policy, Timestamp};
 
-/// One request's claim, as handed to [`Store::acquire`].
+/// Which keys of a policy [`Store::reset`] clears.
 #[derive(Debug, Clone, Copy)]
-pub struct Acquire<'a> {
-    /// Which algorithm and quota apply.
-    pub policy: &'a Policy,
-    /// Whose counter.
-    pub key: &'a Key,
-    /// When, and how many units.
-    pub attempt: Attempt,
-    /// An audit entry to record together with an allowed decision, in the
-    /// same atomic step (seed A's `api_calls`). Stores without an audit log
-    /// ignore it; [`Store::keeps_audit_log`] says which.
-    pub audit: Option<Audit<'a>>,
+pub enum KeyMatch<'a> {
+    /// Exactly this key.
+    Exactly(&'a Key),
+    /// Every key whose first parts are this key's parts (the key itself
+    /// included): `["7"]` clears `["7", "/orders"]` and `["7", "/a"]`.
+    StartingWith(&'a Key),
 }
 
-/// What the audit log keeps of an allowed request besides its key and time.
-#[derive(Debug, Clone, Copy)]
-pub struct Audit<'a> {
-    /// The request path, e.g. `/ping`.
-    pub path: &'a str,
+impl<'a> KeyMatch<'a> {
+    /// Whether `key` is selected.
+    pub fn matches(self, key: &Key) -> bool {
+        match self {
+            KeyMatch::Exactly(k) => key == k,
+            KeyMatch::StartingWith(prefix) => key.starts_with(prefix),
+        }
+    }
+
+    /// The key given.
+    pub fn key(self) -> &'a Key {
+        match self {
+            KeyMatch::Exactly(k) | KeyMatch::StartingWith(k) => k,
+        }
+    }
 }
 
 /// Where limiter state lives. Object safe: share it as `Arc<dyn Store>`.
 ///
 /// Every store gives the same decisions for the same requests at the same
-/// times (SPEC section 6); each implementation documents its consistency
-/// promise (when, if ever, it can over-admit).
+/// times (docs/semantics.md); each implementation documents its
+/// consistency promise (when, if ever, it can over-admit). State is
+/// namespaced by policy: it belongs to (policy name, algorithm, key).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
-    /// Decides one request and records it, atomically.
+    /// Decides every item of `batch` and records the outcome as one atomic
+    /// step, all or nothing ([`crate::batch`]). Returns one decision per
+    /// item of [`Batch::items`], in order.
     ///
     /// # Errors
-    /// [`StoreError`] when the store cannot be used; a denial is `Ok`.
-    async fn acquire(&self, request: Acquire<'_>) -> Result<Decision, StoreError>;
+    /// [`StoreError`] when the store cannot be used; then nothing was
+    /// recorded. A denial is `Ok`.
+    async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError>;
 
     /// What a request of cost 1 for `key` would get at `now`. Never creates
     /// or changes state.
@@ -59,13 +68,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: Timestamp,
     ) -> Result<Decision, StoreError>;
 
-    /// Deletes the `algorithm` state of every key that starts with
-    /// `prefix`'s parts (a whole key clears just that key). Returns how many
-    /// stored entries were deleted (SQLite: rows, i.e. windows or events).
+    /// Deletes the state of `policy` (its name and algorithm) for the keys
+    /// `keys` selects. Returns how many counters were reset: the number of
+    /// selected keys whose state still held usage at `now` (expired state
+    /// is deleted too but not counted), the same on every store.
     ///
     /// # Errors
-    /// [`StoreError`] when the store cannot be used; nothing is half-deleted.
-    async fn reset(&self, algorithm: Algorithm, prefix: &Key) -> Result<u64, StoreError>;
+    /// [`StoreError`] when the store cannot be used.
+    async fn reset(
+        &self,
+        policy: &Policy,
+        keys: KeyMatch<'_>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError>;
 
     /// Deletes `algorithm` state that no policy whose window is at most
     /// `longest_window` can still need at `now` (seed A: fixed windows
@@ -84,7 +99,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: Timestamp,
     ) -> Result<u64, StoreError>;
 
-    /// Whether [`Acquire::audit`] entries are kept.
+    /// Whether [`crate::Acquire::audit`] entries are kept.
     fn keeps_audit_log(&self) -> bool;
 
     /// Finishes queued work and releases the store's resources (SQLite:

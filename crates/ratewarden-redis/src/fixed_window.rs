@@ -1,44 +1,48 @@
-//! Fixed window: one counter per (key, window), `…}:<k>`, living until the
-//! window's end. The script adds the cost (saturating at `i64::MAX`) and
-//! returns the count before it; Rust runs the reference algorithm on that
-//! count, so the answer equals the memory store's by construction.
+//! Fixed window: one counter per (policy, key, window), `…}:<k>`, living
+//! until the window's end. The batch script reads the count, decides and,
+//! when charged, adds the cost (saturating at `i64::MAX`); it returns the
+//! count before, and Rust runs the reference algorithm on that count, so
+//! the answer equals the memory store's by construction.
 
 use ratewarden_core::algorithm::fixed_window::{self, FixedWindowState};
 use ratewarden_core::quota::MAX_COUNT;
-use ratewarden_core::{Acquire, Decision, Key, Policy, StoreError, Timestamp};
+use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
 use redis::aio::ConnectionManager;
 
+use crate::batch::{Block, Seen};
 use crate::numbers::{parse_u64, ttl_ms};
-use crate::{RedisStore, get, keys, redis_error};
+use crate::{RedisStore, get, keys};
 
-pub(crate) async fn acquire(
-    store: &RedisStore,
-    con: &mut ConnectionManager,
-    request: &Acquire<'_>,
-) -> Result<Decision, StoreError> {
-    let quota = &request.policy.quota;
-    let now = request.attempt.now;
-    let cost = request.attempt.cost.get();
+/// The batch script's arguments for one fixed-window item.
+pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Attempt) -> Block {
+    let quota = &policy.quota;
+    let now = attempt.now;
+    let cost = attempt.cost.get();
     let k = fixed_window::window_index(quota, now);
-    let name = keys::fixed_window(store.config.key_prefix(), request.key, k);
-    let before: Option<String> = if cost > quota.limit() {
-        // Never passes and changes nothing: only read the count.
-        get(con, &name).await?
-    } else {
-        let until_end = quota.window_nanos() - now.as_unix_nanos() % quota.window_nanos();
-        store
-            .scripts
-            .fixed_window
-            .key(&name)
-            .arg(cost)
-            .arg(MAX_COUNT - cost)
-            .arg(ttl_ms(u128::from(until_end), store.config.ttl_slack()))
-            .invoke_async(con)
-            .await
-            .map_err(redis_error)?
-    };
-    let state = state(k, before)?;
-    Ok(fixed_window::decide(state, quota, request.attempt).0)
+    let name = keys::fixed_window(store.config.key_prefix(), policy, key, k);
+    if cost > quota.limit() {
+        return Block::never(name, []);
+    }
+    let until_end = quota.window_nanos() - now.as_unix_nanos() % quota.window_nanos();
+    Block::new(
+        name,
+        [
+            cost.to_string(),
+            (quota.limit() - cost).to_string(),
+            (MAX_COUNT - cost).to_string(),
+            ttl_ms(u128::from(until_end), store.config.ttl_slack()),
+        ],
+    )
+}
+
+/// The state the script saw: the count of window `k` before the attempt.
+pub(crate) fn seen(
+    policy: &Policy,
+    now: Timestamp,
+    count: Option<String>,
+) -> Result<Seen, StoreError> {
+    let k = fixed_window::window_index(&policy.quota, now);
+    Ok(Seen::Fixed(state(k, count)?))
 }
 
 pub(crate) async fn status(
@@ -49,12 +53,12 @@ pub(crate) async fn status(
     now: Timestamp,
 ) -> Result<Decision, StoreError> {
     let k = fixed_window::window_index(&policy.quota, now);
-    let name = keys::fixed_window(store.config.key_prefix(), key, k);
+    let name = keys::fixed_window(store.config.key_prefix(), policy, key, k);
     let count = get(con, &name).await?;
     Ok(fixed_window::status(state(k, count)?, &policy.quota, now))
 }
 
-fn state(k: u64, count: Option<String>) -> Result<Option<FixedWindowState>, StoreError> {
+pub(crate) fn state(k: u64, count: Option<String>) -> Result<Option<FixedWindowState>, StoreError> {
     count
         .map(|c| {
             Ok(FixedWindowState {

@@ -3,29 +3,26 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use ratewarden_core::{Acquire, Algorithm, Attempt, Clock, Key, Policy, Quota, Store, SystemClock};
+//! use ratewarden_core::{Acquire, Algorithm, Batch, Clock, Key, Policy, Quota, Store, SystemClock};
 //! use ratewarden_redis::{RedisConfig, RedisStore};
 //! use std::time::Duration;
 //!
 //! let config = RedisConfig::from_url("redis://127.0.0.1:6379/0")?.with_key_prefix("app:")?;
 //! let store = RedisStore::connect(config).await?;
-//! let policy = Policy {
-//!     name: "api".into(),
-//!     algorithm: Algorithm::Gcra,
-//!     quota: Quota::new(100, Duration::from_secs(60))?,
-//! };
+//! let policy = Policy::new("api", Algorithm::Gcra, Quota::new(100, Duration::from_secs(60))?);
 //! let key = Key::single("alice")?;
-//! let attempt = Attempt::one(SystemClock.now());
-//! let decision = store.acquire(Acquire { policy: &policy, key: &key, attempt, audit: None }).await?;
-//! println!("allowed: {}", decision.allowed());
+//! let batch = Batch::one(SystemClock.now(), Acquire::one(&policy, &key));
+//! let decisions = store.acquire(&batch).await?;
+//! println!("allowed: {}", decisions[0].allowed());
 //! # Ok(()) }
 //! ```
 //!
 //! # Consistency
 //! Every decision is one Lua script, which Redis runs atomically: reading
-//! the key's state, deciding whether to write and writing it (with its
-//! expiry) cannot interleave with another instance's decision on the same
-//! key, so a single Redis server never over-admits. The answers are those
+//! the keys' state, deciding every check of the batch, applying the
+//! all-or-nothing rule and writing (with expiries) cannot interleave with
+//! another instance's decision, so a single Redis server never
+//! over-admits and a denied batch never leaves a charge. The answers are those
 //! of SPEC section 6, exactly as the memory and SQLite stores give them
 //! (the conformance suite checks it): the script returns the state it
 //! saw, and Rust runs the reference algorithm of `ratewarden_core` on it.
@@ -37,6 +34,10 @@
 //! `reset` is not atomic across keys: it scans for the keys under the
 //! prefix and unlinks them in batches, so a decision running meanwhile may
 //! recreate a key, and a failure midway leaves part of them deleted.
+//!
+//! Redis Cluster: a batch's keys must then live in one slot, which keys
+//! of different rate-limit keys do not; this store speaks to a single
+//! Redis server (or Valkey, or a primary with replicas) only.
 //! `prune` does nothing (and returns 0): every key expires by itself.
 //!
 //! # Why Lua
@@ -82,10 +83,11 @@
 //! the state carries its window index or its instants.
 //!
 //! # Keys
-//! `<prefix>rw:<algorithm>:{<hex of Key::encoded()>}` (fixed window:
-//! `…:<k>` per window). The length-prefixed encoding keeps different keys
-//! apart; hex keeps braces and glob characters out; the braces make the
-//! hex the Redis Cluster hash tag, so one key's state lives in one slot.
+//! `<prefix>rw:<algorithm>:<policy>:{<hex of Key::encoded()>}` (fixed
+//! window: `…:<k>` per window): state is namespaced by policy. The
+//! length-prefixed encoding keeps different keys apart; hex keeps braces
+//! and glob characters out; the braces make the hex the Redis Cluster
+//! hash tag, so one key's state lives in one slot.
 //!
 //! # Failures
 //! Every call has a timeout ([`RedisConfig::timeout`], 100 ms by default);
@@ -99,17 +101,24 @@
 //! - `config.rs`: [`RedisConfig`] (redacted `Display`), [`RedisConfigError`].
 //! - `keys.rs`: key names and the reset pattern.
 //! - `numbers.rs`: decimal strings, TTLs.
-//! - `scripts.rs` and `lua/`: the scripts, one per algorithm, plus the
-//!   shared decimal arithmetic and the sliding log's read-only script.
+//! - `scripts.rs` and `lua/`: the batch script (`batch.lua`: every
+//!   algorithm, all or nothing), the shared decimal arithmetic and the
+//!   sliding log's read-only script.
+//! - `batch.rs`: one batch, one script call; the reference algorithms on
+//!   the state it saw.
 //! - `fixed_window.rs`, `sliding_log.rs`, `sliding_window.rs`, `gcra.rs`:
-//!   one atomic operation and one read-only status each.
+//!   per algorithm the script's arguments, the state it returns, and a
+//!   read-only status.
+//! - `reset.rs`: deleting a policy's keys and counting those in use.
 
+mod batch;
 mod clock;
 mod config;
 mod fixed_window;
 mod gcra;
 mod keys;
 mod numbers;
+mod reset;
 mod scripts;
 mod sliding_log;
 mod sliding_window;
@@ -120,7 +129,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, Store, StoreError, Timestamp};
+use ratewarden_core::{
+    Algorithm, Batch, Decision, Key, KeyMatch, Policy, Store, StoreError, Timestamp,
+};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RetryMethod};
 use tokio::sync::OnceCell;
@@ -128,9 +139,6 @@ use tokio::sync::OnceCell;
 pub use clock::RedisClock;
 pub use config::{RedisConfig, RedisConfigError};
 use scripts::Scripts;
-
-/// Keys deleted per `UNLINK` during a reset, and the `SCAN` count hint.
-const RESET_BATCH: usize = 500;
 
 /// The Redis store. Cheap to share behind an `Arc`; see the crate docs for
 /// its consistency promise.
@@ -303,35 +311,11 @@ pub(crate) async fn get(
         .map_err(redis_error)
 }
 
-/// `decision`, when the script (which answered `script_allowed`, 1 or 0)
-/// decided the same; a disagreement is a bug, reported as a failure.
-pub(crate) fn agreed(
-    decision: Decision,
-    script_allowed: i64,
-    algorithm: Algorithm,
-) -> Result<Decision, StoreError> {
-    if decision.allowed() == (script_allowed == 1) {
-        Ok(decision)
-    } else {
-        Err(StoreError::Failed(format!(
-            "{algorithm}: the Redis script and the reference algorithm disagree"
-        )))
-    }
-}
-
 #[async_trait]
 impl Store for RedisStore {
-    async fn acquire(&self, request: Acquire<'_>) -> Result<Decision, StoreError> {
-        let request = &request;
-        self.call(|mut con| async move {
-            match request.policy.algorithm {
-                Algorithm::FixedWindow => fixed_window::acquire(self, &mut con, request).await,
-                Algorithm::SlidingLog => sliding_log::acquire(self, &mut con, request).await,
-                Algorithm::SlidingWindow => sliding_window::acquire(self, &mut con, request).await,
-                Algorithm::Gcra => gcra::acquire(self, &mut con, request).await,
-            }
-        })
-        .await
+    /// One `EVALSHA` of the batch script, whatever the batch holds.
+    async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
+        batch::acquire(self, batch).await
     }
 
     /// A read: plain `GET`/`HMGET`, or for the sliding log a script that
@@ -359,46 +343,16 @@ impl Store for RedisStore {
         .await
     }
 
-    /// `SCAN MATCH` over the prefix's pattern and `UNLINK` in batches,
-    /// each round trip with its own timeout. Returns the number of Redis
-    /// keys deleted (fixed window: windows). Not atomic across keys (see
+    /// `SCAN` and `UNLINK` in batches, reading each state first to count
+    /// the counters in use (see `reset.rs`). Not atomic across keys (see
     /// the crate docs).
-    async fn reset(&self, algorithm: Algorithm, prefix: &Key) -> Result<u64, StoreError> {
-        let pattern = keys::scan_pattern(self.config.key_prefix(), algorithm, prefix);
-        let mut cursor = 0u64;
-        let mut deleted = 0u64;
-        loop {
-            let pattern = &pattern;
-            let (next, found): (u64, Vec<Vec<u8>>) = self
-                .call(|mut con| async move {
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(pattern)
-                        .arg("COUNT")
-                        .arg(RESET_BATCH)
-                        .query_async(&mut con)
-                        .await
-                        .map_err(redis_error)
-                })
-                .await?;
-            for batch in found.chunks(RESET_BATCH) {
-                let n: u64 = self
-                    .call(|mut con| async move {
-                        redis::cmd("UNLINK")
-                            .arg(batch)
-                            .query_async(&mut con)
-                            .await
-                            .map_err(redis_error)
-                    })
-                    .await?;
-                deleted += n;
-            }
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
-        }
+    async fn reset(
+        &self,
+        policy: &Policy,
+        keys: KeyMatch<'_>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
+        reset::reset(self, policy, keys, now).await
     }
 
     /// Does nothing and returns 0: every key carries its own expiry, so

@@ -1,6 +1,7 @@
-//! The Lua scripts, one per algorithm (plus the sliding log's read-only
-//! one), each prefixed with `lua/decimal.lua`, the exact decimal-string
-//! arithmetic they share.
+//! The Lua scripts: the batch script (every algorithm's decision and
+//! write, all or nothing over the batch's keys) and the sliding log's
+//! read-only one, each prefixed with `lua/decimal.lua`, the exact
+//! decimal-string arithmetic they share.
 //!
 //! Why Lua: Redis runs a script atomically, so reading the state, deciding
 //! whether to write and writing it (with its expiry) is one indivisible
@@ -18,11 +19,8 @@ const DECIMAL: &str = include_str!("lua/decimal.lua");
 /// `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
 /// retries once.
 pub(crate) struct Scripts {
-    pub(crate) fixed_window: Script,
-    pub(crate) sliding_log: Script,
+    pub(crate) batch: Script,
     pub(crate) sliding_log_read: Script,
-    pub(crate) sliding_window: Script,
-    pub(crate) gcra: Script,
 }
 
 fn script(body: &str) -> Script {
@@ -32,22 +30,13 @@ fn script(body: &str) -> Script {
 impl Scripts {
     pub(crate) fn new() -> Scripts {
         Scripts {
-            fixed_window: script(include_str!("lua/fixed_window.lua")),
-            sliding_log: script(include_str!("lua/sliding_log.lua")),
+            batch: script(include_str!("lua/batch.lua")),
             sliding_log_read: script(include_str!("lua/sliding_log_read.lua")),
-            sliding_window: script(include_str!("lua/sliding_window.lua")),
-            gcra: script(include_str!("lua/gcra.lua")),
         }
     }
 
     /// Every script, to load them all when connecting.
-    pub(crate) fn all(&self) -> [&Script; 5] {
-        [
-            &self.fixed_window,
-            &self.sliding_log,
-            &self.sliding_log_read,
-            &self.sliding_window,
-            &self.gcra,
-        ]
+    pub(crate) fn all(&self) -> [&Script; 2] {
+        [&self.batch, &self.sliding_log_read]
     }
 }

@@ -1,65 +1,64 @@
-//! Sliding log: a sorted set per key whose members are
+//! Sliding log: a sorted set per (policy, key) whose members are
 //! `<20-digit ns>:<request id>:<i>`, all scored 0, so lexicographic order
 //! is time order to the nanosecond (scores are doubles: they would round
 //! nanosecond timestamps). One member per admitted unit, so a cost of `c`
 //! adds `c` members (as SQLite adds `c` rows): keep costs small.
 //!
-//! The script drops dead events, counts the live ones, records the request
-//! when it fits and returns the live count, the newest live event and, on
-//! a denial, the `j`-th oldest; Rust runs the reference algorithm on them.
+//! The batch script drops dead events, counts the live ones, records the
+//! request when it is charged and returns the live count, the newest live
+//! event and, on a denial, the `j`-th oldest; Rust runs the reference
+//! algorithm on them.
 
 use ratewarden_core::algorithm::sliding_log::{self, LiveLog};
-use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, Quota, StoreError, Timestamp};
+use ratewarden_core::{Attempt, Decision, Key, Policy, Quota, StoreError, Timestamp};
 use redis::aio::ConnectionManager;
 
+use crate::batch::{Block, Seen};
 use crate::numbers::{pad20, parse_u64, ttl_ms};
-use crate::{RedisStore, agreed, keys, redis_error};
+use crate::{RedisStore, keys, redis_error};
 
-pub(crate) async fn acquire(
-    store: &RedisStore,
-    con: &mut ConnectionManager,
-    request: &Acquire<'_>,
-) -> Result<Decision, StoreError> {
-    let quota = &request.policy.quota;
-    let now = request.attempt.now;
-    let cost = request.attempt.cost.get();
-    if cost > quota.limit() {
-        // Never passes and changes nothing: read the log for the answer.
-        let (log, _) = read(store, con, request.key, quota, now, None).await?;
-        let never = |_| Err(StoreError::Failed("no j-th event for a Never".into()));
-        return sliding_log::decide(log, never, quota, request.attempt);
-    }
-    let name = keys::state(
-        store.config.key_prefix(),
-        Algorithm::SlidingLog,
-        request.key,
-    );
+/// The batch script's arguments for one sliding-log item.
+pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Attempt) -> Block {
+    let quota = &policy.quota;
+    let now = attempt.now;
+    let cost = attempt.cost.get();
+    let name = keys::state(store.config.key_prefix(), policy, key);
     let dead_before = sliding_log::live_after(quota, now)
         .map(|after| format!("({}", pad20(after.as_unix_nanos() + 1)))
         .unwrap_or_default();
+    if cost > quota.limit() {
+        // Read only, but the dead events must go for the live count.
+        return Block::never(name, [dead_before]);
+    }
     let member_prefix = format!(
         "{}:{}:",
         pad20(now.as_unix_nanos()),
         store.next_request_id()
     );
-    let (allowed, count, newest, jth): (i64, String, Option<String>, Option<String>) = store
-        .scripts
-        .sliding_log
-        .key(&name)
-        .arg(dead_before)
-        .arg(quota.limit() - cost)
-        .arg(cost)
-        .arg(member_prefix)
-        .arg(ttl_ms(
-            u128::from(quota.window_nanos()),
-            store.config.ttl_slack(),
-        ))
-        .invoke_async(con)
-        .await
-        .map_err(redis_error)?;
-    let log = live_log(&count, newest.as_deref())?;
-    let decision = sliding_log::decide(log, |_| nth(jth.as_deref()), quota, request.attempt)?;
-    agreed(decision, allowed, Algorithm::SlidingLog)
+    Block::new(
+        name,
+        [
+            dead_before,
+            (quota.limit() - cost).to_string(),
+            cost.to_string(),
+            member_prefix,
+            ttl_ms(u128::from(quota.window_nanos()), store.config.ttl_slack()),
+        ],
+    )
+}
+
+/// The state the script saw: the live count, the newest live member and
+/// (on a denial) the `j`-th oldest.
+pub(crate) fn seen(
+    count: Option<String>,
+    newest: Option<String>,
+    jth: Option<String>,
+) -> Result<Seen, StoreError> {
+    let count = count.ok_or_else(|| StoreError::Failed("the script returned no count".into()))?;
+    Ok(Seen::Log {
+        log: live_log(&count, newest.as_deref())?,
+        jth: jth.as_deref().map(event_time).transpose()?,
+    })
 }
 
 pub(crate) async fn status(
@@ -71,7 +70,7 @@ pub(crate) async fn status(
 ) -> Result<Decision, StoreError> {
     let quota = &policy.quota;
     let threshold = quota.limit().checked_sub(1);
-    let (log, jth) = read(store, con, key, quota, now, threshold).await?;
+    let (log, jth) = read(store, con, policy, key, now, threshold).await?;
     sliding_log::status(log, |_| nth(jth.as_deref()), quota, now)
 }
 
@@ -80,15 +79,13 @@ pub(crate) async fn status(
 async fn read(
     store: &RedisStore,
     con: &mut ConnectionManager,
+    policy: &Policy,
     key: &Key,
-    quota: &Quota,
     now: Timestamp,
     threshold: Option<u64>,
 ) -> Result<(LiveLog, Option<String>), StoreError> {
-    let name = keys::state(store.config.key_prefix(), Algorithm::SlidingLog, key);
-    let live_from = sliding_log::live_after(quota, now)
-        .map(|after| format!("[{}", pad20(after.as_unix_nanos() + 1)))
-        .unwrap_or_else(|| "-".to_owned());
+    let name = keys::state(store.config.key_prefix(), policy, key);
+    let live_from = live_from(&policy.quota, now);
     let threshold = threshold.map(|t| t.to_string()).unwrap_or_default();
     let (count, newest, jth): (String, Option<String>, Option<String>) = store
         .scripts
@@ -102,6 +99,13 @@ async fn read(
     Ok((live_log(&count, newest.as_deref())?, jth))
 }
 
+/// The `ZRANGEBYLEX` bound of the events live at `now`.
+pub(crate) fn live_from(quota: &Quota, now: Timestamp) -> String {
+    sliding_log::live_after(quota, now)
+        .map(|after| format!("[{}", pad20(after.as_unix_nanos() + 1)))
+        .unwrap_or_else(|| "-".to_owned())
+}
+
 fn live_log(count: &str, newest: Option<&str>) -> Result<LiveLog, StoreError> {
     Ok(LiveLog {
         count: parse_u64("sliding-log count", count)?,
@@ -109,14 +113,14 @@ fn live_log(count: &str, newest: Option<&str>) -> Result<LiveLog, StoreError> {
     })
 }
 
-fn nth(member: Option<&str>) -> Result<Timestamp, StoreError> {
+pub(crate) fn nth(member: Option<&str>) -> Result<Timestamp, StoreError> {
     let member =
         member.ok_or_else(|| StoreError::Failed("the script returned no j-th event".into()))?;
     event_time(member)
 }
 
 /// The instant of a member `<20 digits>:…`.
-fn event_time(member: &str) -> Result<Timestamp, StoreError> {
+pub(crate) fn event_time(member: &str) -> Result<Timestamp, StoreError> {
     let digits = member.get(..20).unwrap_or(member);
     Ok(Timestamp::from_unix_nanos(parse_u64(
         "sliding-log event",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{RedisServer, fresh_prefix, store_on};
 use ratewarden_core::{
-    Acquire, Algorithm, Attempt, Decision, Key, Policy, Quota, Store, StoreError, Timestamp,
+    Acquire, Algorithm, Batch, Decision, Key, Policy, Quota, Store, StoreError, Timestamp,
 };
 use ratewarden_redis::{RedisConfig, RedisStore};
 
@@ -18,11 +18,7 @@ const SEC: u64 = 1_000_000_000;
 const T0: u64 = 1_767_225_600 * SEC;
 
 fn policy(algorithm: Algorithm, limit: u64, window: Duration) -> Policy {
-    Policy {
-        name: "t".into(),
-        algorithm,
-        quota: Quota::new(limit, window).unwrap(),
-    }
+    Policy::new("t", algorithm, Quota::new(limit, window).unwrap())
 }
 
 async fn acquire(
@@ -32,17 +28,14 @@ async fn acquire(
     t: u64,
     cost: u64,
 ) -> Result<Decision, StoreError> {
-    store
-        .acquire(Acquire {
-            policy,
-            key,
-            attempt: Attempt {
-                now: Timestamp::from_unix_nanos(t),
-                cost: NonZeroU64::new(cost).unwrap(),
-            },
-            audit: None,
-        })
-        .await
+    let check = Acquire {
+        cost: NonZeroU64::new(cost).unwrap(),
+        ..Acquire::one(policy, key)
+    };
+    let decisions = store
+        .acquire(&Batch::one(Timestamp::from_unix_nanos(t), check))
+        .await?;
+    Ok(decisions[0])
 }
 
 /// Every key under `prefix` with its PTTL in ms.

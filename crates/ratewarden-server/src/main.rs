@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use ratewarden_config::{ADMIN_KEY_ENV, Settings, StoreConfig, TimeSource};
 use ratewarden_core::{Clock, SystemClock};
 use ratewarden_redis::{RedisClock, RedisStore};
-use ratewarden_server::config::{ADMIN_KEY_ENV, Cli, Command, Settings, StoreConfig, TimeSource};
+use ratewarden_server::cli::{Cli, Command, ReplayArgs, ServeArgs};
 use ratewarden_server::startup::{Application, shutdown_signal};
 use tracing_subscriber::EnvFilter;
 
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Replay(args) => replay(args),
+        Command::CheckConfig(args) => return ratewarden_server::cli::check_config::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -40,24 +42,30 @@ fn main() -> ExitCode {
     }
 }
 
-fn replay(args: ratewarden_server::config::ReplayArgs) -> anyhow::Result<()> {
+fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let settings = args.into_settings().context("invalid configuration")?;
-    Ok(ratewarden_server::replay::run(&settings)?)
+    Ok(ratewarden_server::cli::replay::run(&settings)?)
 }
 
-fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let overrides = args.overrides();
     let settings = args
         .into_settings(std::env::var(ADMIN_KEY_ENV).ok())
         .context("invalid configuration")?;
+    let policies: Vec<String> = settings
+        .policies
+        .iter()
+        .map(|p| p.policy.to_string())
+        .collect();
     tracing::info!(
         listen = %settings.listen,
         store = %settings.store,
-        ping = %settings.ping,
-        check = %settings.check,
+        config = ?settings.config_file,
+        policies = ?policies,
         ping_key = ?settings.ping_key,
-        on_store_error = ?settings.on_store_error,
+        on_store_error = settings.on_store_error.as_str(),
         time_source = ?settings.time_source,
-        admin_key = if settings.admin_key.is_some() { "set" } else { "unset: resets are refused" },
+        admin_key = if settings.admin_key.is_some() { "set" } else { "unset: admin actions are refused" },
         audit_retention_secs = settings.audit_retention.as_secs(),
         max_body_bytes = settings.max_body_bytes,
         "starting ratewarden"
@@ -67,7 +75,7 @@ fn serve(args: ratewarden_server::config::ServeArgs) -> anyhow::Result<()> {
         let clock = clock(&settings).await?;
         let app = Application::build(settings, clock).await?;
         tracing::info!(addr = %app.local_addr(), "listening");
-        app.run_until_stopped(shutdown_signal())
+        app.run_until_stopped_reloading(overrides, shutdown_signal())
             .await
             .context("server failed")
     })

@@ -6,15 +6,15 @@ use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use ratewarden_config::{Settings, StoreConfig, StoreOptions};
 use ratewarden_core::{Clock, MemoryStore, Store};
+use ratewarden_limiter::Limiter;
 use ratewarden_redis::RedisStore;
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Settings, StoreConfig, StoreOptions};
-use crate::prune::Pruner;
-use crate::routes;
+use crate::http;
 use crate::state::{AppState, Shared};
 
 /// How long in-flight requests may take to finish after a shutdown signal
@@ -103,6 +103,7 @@ pub fn open_store(
 pub struct Application {
     listener: TcpListener,
     state: AppState,
+    settings: Settings,
 }
 
 impl Application {
@@ -136,26 +137,28 @@ impl Application {
                     addr: settings.listen,
                     source,
                 })?;
-        let pruner = Pruner::new(
-            Arc::clone(&store),
-            Arc::clone(&clock),
-            [
-                (settings.ping.algorithm, settings.ping.quota.window()),
-                (settings.check.algorithm, settings.check.quota.window()),
-            ],
-        );
+        let limiter = Arc::new(Limiter::new(store, clock, settings.policies.clone()));
         let state = AppState::new(Shared {
-            store,
-            clock,
-            ping: settings.ping,
-            check: settings.check,
-            ping_key: settings.ping_key,
-            on_store_error: settings.on_store_error,
-            admin_key: settings.admin_key,
+            limiter,
+            ping_key: settings.ping_key.clone(),
+            admin_key: settings.admin_key.clone(),
             max_body_bytes: settings.max_body_bytes,
-            pruner: Arc::new(pruner),
         });
-        Ok(Application { listener, state })
+        Ok(Application {
+            listener,
+            state,
+            settings,
+        })
+    }
+
+    /// The decision layer (to reload its policies).
+    pub fn limiter(&self) -> &Arc<Limiter> {
+        &self.state.limiter
+    }
+
+    /// The settings it was built with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The bound address (useful with port 0).
@@ -169,6 +172,29 @@ impl Application {
             .expect("bound listener has an address")
     }
 
+    /// As [`Application::run_until_stopped`], reloading the configuration
+    /// file (when the settings name one) on SIGHUP and on change, with
+    /// `given` (the flags and environment of the start) still winning.
+    ///
+    /// # Errors
+    /// The server's I/O error, if serving fails.
+    pub async fn run_until_stopped_reloading(
+        self,
+        given: ratewarden_config::Overrides,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let stop = CancellationToken::new();
+        let reloader =
+            crate::reload::Reloader::new(Arc::clone(self.limiter()), given, self.settings.clone());
+        let reloading = reloader.map(|r| tokio::spawn(Arc::new(r).run(stop.clone())));
+        let served = self.run_until_stopped(shutdown).await;
+        stop.cancel();
+        if let Some(task) = reloading {
+            let _ = task.await;
+        }
+        served
+    }
+
     /// Serves until `shutdown` completes, then lets in-flight requests
     /// finish, stops the pruning task and closes the store.
     ///
@@ -179,9 +205,9 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let stop = CancellationToken::new();
-        let pruning = tokio::spawn(Arc::clone(&self.state.pruner).run_until(stop.clone()));
-        let store = Arc::clone(&self.state.store);
-        let app = routes::router(self.state).into_make_service_with_connect_info::<SocketAddr>();
+        let pruning = tokio::spawn(Arc::clone(self.state.limiter.pruner()).run_until(stop.clone()));
+        let store = Arc::clone(self.state.limiter.store());
+        let app = http::router(self.state).into_make_service_with_connect_info::<SocketAddr>();
         // A client that never finishes its request would hold graceful
         // shutdown open forever: after the signal, connections get
         // SHUTDOWN_GRACE to finish, then they are dropped.

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ratewarden_core::{
-    Acquire, Algorithm, Decision, Key, ManualClock, Policy, Store, StoreError, Timestamp,
+    Algorithm, Batch, Decision, Key, KeyMatch, ManualClock, Policy, Store, StoreError, Timestamp,
 };
-use ratewarden_server::config::{Cli, Command};
+use ratewarden_server::cli::{Cli, Command};
 use ratewarden_server::startup::Application;
 
 /// A store that is always unreachable.
@@ -18,13 +18,13 @@ struct Unreachable;
 
 #[async_trait]
 impl Store for Unreachable {
-    async fn acquire(&self, _: Acquire<'_>) -> Result<Decision, StoreError> {
+    async fn acquire(&self, _: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
         Err(StoreError::Unavailable("connection refused".into()))
     }
     async fn status(&self, _: &Policy, _: &Key, _: Timestamp) -> Result<Decision, StoreError> {
         Err(StoreError::Unavailable("connection refused".into()))
     }
-    async fn reset(&self, _: Algorithm, _: &Key) -> Result<u64, StoreError> {
+    async fn reset(&self, _: &Policy, _: KeyMatch<'_>, _: Timestamp) -> Result<u64, StoreError> {
         Err(StoreError::Unavailable("connection refused".into()))
     }
     async fn prune(&self, _: Algorithm, _: Duration, _: Timestamp) -> Result<u64, StoreError> {

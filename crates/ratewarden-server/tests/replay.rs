@@ -50,7 +50,46 @@ fn assert_replays(args: &[&str], input: &str, expected: &str) -> Output {
 }
 
 #[test]
-fn fixed_window_counts_every_attempt_per_epoch_aligned_window() {
+fn fixed_window_counts_only_allowed_requests_by_default() {
+    assert_replays(
+        &[
+            "--algorithm",
+            "fixed_window",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+        ],
+        "1000 a\n1200 a\n1500 a\n2000 a\n2100 a 2\n2100 a\n",
+        "1000 a allow 1 0\n\
+         1200 a allow 0 0\n\
+         1500 a deny 0 500\n\
+         2000 a allow 1 0\n\
+         2100 a deny 1 900\n\
+         2100 a allow 0 0\n",
+    );
+    let refused = replay(
+        &[
+            "--algorithm",
+            "gcra",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--count-denied",
+        ],
+        "",
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("--count-denied applies only to --algorithm fixed_window"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn fixed_window_counts_every_attempt_per_epoch_aligned_window_with_count_denied() {
     let output = assert_replays(
         &[
             "--algorithm",
@@ -59,6 +98,7 @@ fn fixed_window_counts_every_attempt_per_epoch_aligned_window() {
             "2",
             "--window",
             "1s",
+            "--count-denied",
         ],
         "1000 a\n1200 a\n1500 a\n1999 b\n2000 a\n2100 a 2\n2100 a\n2500 a 3\n3000 a\n",
         "1000 a allow 1 0\n\

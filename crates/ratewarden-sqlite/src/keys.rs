@@ -1,8 +1,17 @@
-//! How a [`Key`] is written into the seeds' key columns.
+//! Where a policy's state lives, and how a [`Key`] is written into the
+//! key columns.
 //!
-//! Keys are opaque bytes and must never collide (SPEC section 5). SQLite
-//! compares a TEXT value and a BLOB value as different even when their bytes
-//! agree, so:
+//! State belongs to (policy name, algorithm, key). The two seed policies
+//! keep the seeds' tables with exactly the seeds' rows: the policy named
+//! `ping` as a fixed window lives in `rate_limit_windows`, the policy
+//! named `check` as a sliding log in `rate_events` ([`Place`]). Every
+//! other policy lives in ratewarden's own tables (`rw_fixed_window`,
+//! `rw_sliding_log`, `rw_sliding_window`, `rw_gcra`), whose primary key
+//! starts with the policy name, so two policies never share a row.
+//!
+//! Keys are opaque bytes and must never collide. In the own tables a key
+//! is its [`Key::encoded`] BLOB. SQLite compares a TEXT value and a BLOB
+//! value as different even when their bytes agree, so in the seed tables:
 //!
 //! - `rate_limit_windows.key`: a one-part UTF-8 key is stored as that TEXT
 //!   (seed A writes the client key, e.g. `alice`); any other key is stored
@@ -13,9 +22,50 @@
 //!   not UTF-8). Any other key is stored with `user_id = 0`, which no seed
 //!   user has, and its encoding as the `endpoint` BLOB.
 
-use ratewarden_core::Key;
+use ratewarden_core::{Algorithm, Key, KeyMatch, Policy};
 use rusqlite::ToSql;
 use rusqlite::types::{ToSqlOutput, ValueRef};
+
+/// The table a policy's state lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// `rate_limit_windows` (seed A): the fixed window named `ping`.
+    SeedWindows,
+    /// `rate_events` (seed B): the sliding log named `check`.
+    SeedEvents,
+    /// The algorithm's own `rw_*` table, keyed by policy name.
+    Own,
+}
+
+/// The seed route policies' names.
+pub(crate) const PING: &str = "ping";
+pub(crate) const CHECK: &str = "check";
+
+/// Where `policy`'s state lives.
+pub(crate) fn place(policy: &Policy) -> Place {
+    match (policy.algorithm, &*policy.name) {
+        (Algorithm::FixedWindow, PING) => Place::SeedWindows,
+        (Algorithm::SlidingLog, CHECK) => Place::SeedEvents,
+        _ => Place::Own,
+    }
+}
+
+/// The SQL condition selecting a policy's `keys` in an own table, over
+/// three parameters: `?1` the policy name, `?2` the key's encoding, `?3`
+/// its length in bytes (both conditions use all three, so one parameter
+/// list fits either). Bind them with [`own_params`].
+pub(crate) fn own_selection(keys: KeyMatch<'_>) -> &'static str {
+    match keys {
+        KeyMatch::Exactly(_) => "policy = ?1 AND key = ?2 AND length(key) = ?3",
+        KeyMatch::StartingWith(_) => "policy = ?1 AND substr(key, 1, ?3) = ?2",
+    }
+}
+
+/// The three parameters of [`own_selection`].
+pub(crate) fn own_params<'a>(policy: &'a Policy, keys: KeyMatch<'a>) -> (&'a str, &'a [u8], i64) {
+    let encoded = keys.key().encoded();
+    (&policy.name, encoded, encoded.len() as i64)
+}
 
 /// A key column value: TEXT or BLOB.
 #[derive(Debug, Clone, Copy)]

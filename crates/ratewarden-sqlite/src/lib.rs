@@ -3,20 +3,16 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use ratewarden_core::{Acquire, Algorithm, Attempt, Key, Policy, Quota, Store, SystemClock, Clock};
+//! use ratewarden_core::{Acquire, Algorithm, Batch, Key, Policy, Quota, Store, SystemClock, Clock};
 //! use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 //! use std::time::Duration;
 //!
 //! let store = SqliteStore::open("ratewarden.db", SqliteOptions::default())?;
-//! let policy = Policy {
-//!     name: "ping".into(),
-//!     algorithm: Algorithm::FixedWindow,
-//!     quota: Quota::new(3, Duration::from_secs(60))?,
-//! };
+//! let policy = Policy::new("api", Algorithm::FixedWindow, Quota::new(3, Duration::from_secs(60))?);
 //! let key = Key::single("alice")?;
-//! let attempt = Attempt::one(SystemClock.now());
-//! let decision = store.acquire(Acquire { policy: &policy, key: &key, attempt, audit: None }).await?;
-//! println!("allowed: {}", decision.allowed());
+//! let batch = Batch::one(SystemClock.now(), Acquire::one(&policy, &key));
+//! let decisions = store.acquire(&batch).await?;
+//! println!("allowed: {}", decisions[0].allowed());
 //! store.close().await;
 //! # Ok(()) }
 //! ```
@@ -24,7 +20,9 @@
 //! # Consistency
 //! One thread owns the one connection and runs every operation inside a
 //! `BEGIN IMMEDIATE` transaction, so decisions of this process are
-//! serialised: it never over-admits. Several processes on one file are
+//! serialised: it never over-admits. A batch of checks is one operation:
+//! all its reads, the all-or-nothing rule and all its writes happen in one
+//! savepoint of that transaction. Several processes on one file are
 //! serialised by SQLite's write lock (WAL mode, busy timeout) and never
 //! over-admit either; the busy timeout bounds how long one waits.
 //!
@@ -32,10 +30,14 @@
 //! - `schema.rs`: the tables, indexes and `PRAGMA user_version`, and the
 //!   read-only check that a file is new or ratewarden's before any write.
 //! - `worker.rs`: the connection-owning thread, batching and savepoints.
-//! - `fixed_window.rs`, `sliding_log.rs`: one atomic operation each.
-//! - `keys.rs`: how keys map onto the seeds' key columns.
+//! - `batch.rs`: one batch of checks, all or nothing, in one savepoint.
+//! - `fixed_window.rs`, `sliding_log.rs`, `counters.rs` (sliding window
+//!   counter, GCRA): read, write, status, reset and prune per algorithm.
+//! - `keys.rs`: which table holds a policy's state (the seed policies keep
+//!   the seeds' tables) and how keys map onto the key columns.
 //! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
 
+mod batch;
 mod counters;
 mod fixed_window;
 mod keys;
@@ -50,11 +52,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ratewarden_core::{Acquire, Algorithm, Decision, Key, Policy, Store, StoreError, Timestamp};
+use ratewarden_core::{
+    Algorithm, Batch, Decision, Key, KeyMatch, Policy, Store, StoreError, Timestamp,
+};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use worker::{Job, Op, OwnedAcquire, Reply, Worker};
+use batch::{OwnedBatch, OwnedItem};
+use worker::{Job, Op, OwnedKeyMatch, Reply, Worker};
 
 /// Settings of a [`SqliteStore`].
 #[derive(Debug, Clone)]
@@ -193,28 +198,45 @@ impl SqliteStore {
     async fn decision(&self, op: Op) -> Result<Decision, StoreError> {
         match self.run(op).await? {
             Reply::Decision(d) => Ok(d),
-            Reply::Deleted(_) => Err(StoreError::Failed("worker answered with a count".into())),
+            _ => Err(StoreError::Failed(
+                "the worker answered a status with something else".into(),
+            )),
         }
     }
 
     async fn deleted(&self, op: Op) -> Result<u64, StoreError> {
         match self.run(op).await? {
             Reply::Deleted(n) => Ok(n),
-            Reply::Decision(_) => Err(StoreError::Failed("worker answered with a decision".into())),
+            _ => Err(StoreError::Failed(
+                "the worker answered a deletion with something else".into(),
+            )),
         }
     }
 }
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn acquire(&self, request: Acquire<'_>) -> Result<Decision, StoreError> {
-        self.decision(Op::Acquire(OwnedAcquire {
-            policy: request.policy.clone(),
-            key: request.key.clone(),
-            attempt: request.attempt,
-            audit_path: request.audit.map(|a| a.path.to_owned()),
-        }))
-        .await
+    async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
+        let items = batch
+            .items()
+            .iter()
+            .map(|item| OwnedItem {
+                policy: item.policy.clone(),
+                key: item.key.clone(),
+                cost: item.cost,
+                audit_path: item.audit.map(|a| a.path.to_owned()),
+            })
+            .collect();
+        let op = Op::Acquire(OwnedBatch {
+            now: batch.now(),
+            items,
+        });
+        match self.run(op).await? {
+            Reply::Decisions(d) => Ok(d),
+            _ => Err(StoreError::Failed(
+                "the worker answered a batch with something else".into(),
+            )),
+        }
     }
 
     async fn status(
@@ -231,10 +253,16 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn reset(&self, algorithm: Algorithm, prefix: &Key) -> Result<u64, StoreError> {
+    async fn reset(
+        &self,
+        policy: &Policy,
+        keys: KeyMatch<'_>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
         self.deleted(Op::Reset {
-            algorithm,
-            prefix: prefix.clone(),
+            policy: policy.clone(),
+            keys: OwnedKeyMatch::new(keys),
+            now,
         })
         .await
     }

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use crate::SqliteError;
 
 /// The schema version this release writes and understands.
-pub(crate) const VERSION: i64 = 2;
+pub(crate) const VERSION: i64 = 3;
 
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS rate_limit_windows (
@@ -63,15 +63,64 @@ CREATE TABLE IF NOT EXISTS rw_gcra (
 CREATE INDEX IF NOT EXISTS idx_rw_gcra_tat ON rw_gcra(tat);
 ";
 
-/// Every table ratewarden has ever created (versions 1 and 2). A table of
+/// Version 3: state namespaced by policy. Fixed windows and sliding logs
+/// of policies other than the seed routes' get tables of their own; the
+/// sliding window and GCRA tables gain a `policy` column in their primary
+/// key ([`to_v3`] rebuilds them).
+const V3: &str = "
+CREATE TABLE IF NOT EXISTS rw_fixed_window (
+    policy  TEXT    NOT NULL,
+    key     BLOB    NOT NULL,
+    window  INTEGER NOT NULL,
+    count   INTEGER NOT NULL,
+    expires INTEGER NOT NULL,
+    PRIMARY KEY (policy, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_rw_fixed_window_expires ON rw_fixed_window(expires);
+
+CREATE TABLE IF NOT EXISTS rw_sliding_log (
+    policy TEXT    NOT NULL,
+    key    BLOB    NOT NULL,
+    at     INTEGER NOT NULL,
+    n      INTEGER NOT NULL,
+    PRIMARY KEY (policy, key, at)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_rw_sliding_log_at ON rw_sliding_log(at);
+";
+
+/// `rw_sliding_window` and `rw_gcra` as of version 3.
+const V3_COUNTERS: &str = "
+CREATE TABLE rw_sliding_window (
+    policy  TEXT    NOT NULL,
+    key     BLOB    NOT NULL,
+    window  INTEGER NOT NULL,
+    curr    INTEGER NOT NULL,
+    prev    INTEGER NOT NULL,
+    expires INTEGER NOT NULL,
+    PRIMARY KEY (policy, key)
+) WITHOUT ROWID;
+CREATE INDEX idx_rw_sliding_window_expires ON rw_sliding_window(expires);
+
+CREATE TABLE rw_gcra (
+    policy TEXT    NOT NULL,
+    key    BLOB    NOT NULL,
+    tat    INTEGER NOT NULL,
+    PRIMARY KEY (policy, key)
+) WITHOUT ROWID;
+CREATE INDEX idx_rw_gcra_tat ON rw_gcra(tat);
+";
+
+/// Every table ratewarden has ever created (versions 1 to 3). A table of
 /// any other name, besides SQLite's own `sqlite_*` tables, belongs to
 /// someone else.
-pub(crate) const OWN_TABLES: [&str; 5] = [
+pub(crate) const OWN_TABLES: [&str; 7] = [
     "rate_limit_windows",
     "api_calls",
     "rate_events",
     "rw_sliding_window",
     "rw_gcra",
+    "rw_fixed_window",
+    "rw_sliding_log",
 ];
 
 /// Decides, by reading only, whether ratewarden may write to the database
@@ -140,11 +189,57 @@ fn is_internal(name: &str) -> bool {
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SqliteError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     check_owner(&tx)?;
-    // Every step is idempotent (IF NOT EXISTS), so a file at any older
-    // version is brought up to date by running them all.
+    // Every step is idempotent (IF NOT EXISTS, or checks what is there),
+    // so a file at any older version is brought up to date by running
+    // them all.
     tx.execute_batch(V1)?;
     tx.execute_batch(V2)?;
+    tx.execute_batch(V3)?;
+    to_v3(&tx)?;
     tx.pragma_update(None, "user_version", VERSION)?;
     tx.commit()?;
+    Ok(())
+}
+
+/// Namespaces version 2's state by policy. Before version 3 only the two
+/// seed routes had state: `/ping` (one-part keys, any algorithm) and
+/// `/rate/check` (a sliding log on `rate_events`, seed-shaped user ids).
+/// So the old `rw_sliding_window` and `rw_gcra` rows, and the
+/// `rate_events` rows of other key shapes (`user_id = 0`, written by
+/// `/ping` as a sliding log), are all `ping`'s: they move to the policy
+/// `ping`, and nothing counted is lost.
+fn to_v3(conn: &Connection) -> rusqlite::Result<()> {
+    let has_policy: bool = conn.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('rw_gcra') WHERE name = 'policy'",
+        [],
+        |r| r.get(0),
+    )?;
+    if has_policy {
+        return Ok(());
+    }
+    conn.execute_batch(
+        "
+ALTER TABLE rw_sliding_window RENAME TO rw_sliding_window_v2;
+ALTER TABLE rw_gcra RENAME TO rw_gcra_v2;
+DROP INDEX IF EXISTS idx_rw_sliding_window_expires;
+DROP INDEX IF EXISTS idx_rw_gcra_tat;",
+    )?;
+    conn.execute_batch(V3_COUNTERS)?;
+    conn.execute_batch(
+        "
+INSERT INTO rw_sliding_window (policy, key, window, curr, prev, expires)
+    SELECT 'ping', key, window, curr, prev, expires FROM rw_sliding_window_v2;
+INSERT INTO rw_gcra (policy, key, tat) SELECT 'ping', key, tat FROM rw_gcra_v2;
+DROP TABLE rw_sliding_window_v2;
+DROP TABLE rw_gcra_v2;
+INSERT INTO rw_sliding_log (policy, key, at, n)
+    SELECT 'ping', endpoint, at, COUNT(*) FROM (
+        SELECT endpoint, unixepoch(substr(created_at, 1, 19)) * 1000000000
+            + CAST(substr(created_at, 21, 9) AS INTEGER) AS at
+        FROM rate_events WHERE user_id = 0
+    ) WHERE at IS NOT NULL GROUP BY endpoint, at
+    ON CONFLICT (policy, key, at) DO UPDATE SET n = n + excluded.n;
+DELETE FROM rate_events WHERE user_id = 0;",
+    )?;
     Ok(())
 }

@@ -17,35 +17,51 @@ use std::time::{Duration, Instant};
 /// How long the worker polls for more jobs before it sleeps.
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
-use ratewarden_core::{Algorithm, Decision, Key, Policy, Timestamp};
+use ratewarden_core::{Algorithm, Decision, Key, KeyMatch, Policy, Timestamp};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::batch::{self, OwnedBatch};
 use crate::counters::{self, Table};
 use crate::{fixed_window, sliding_log};
 
-/// An owned copy of [`ratewarden_core::Acquire`], to cross the thread boundary.
+/// An owned [`KeyMatch`].
 #[derive(Debug)]
-pub(crate) struct OwnedAcquire {
-    pub policy: Policy,
-    pub key: Key,
-    pub attempt: ratewarden_core::Attempt,
-    pub audit_path: Option<String>,
+pub(crate) enum OwnedKeyMatch {
+    Exactly(Key),
+    StartingWith(Key),
+}
+
+impl OwnedKeyMatch {
+    pub(crate) fn new(keys: KeyMatch<'_>) -> OwnedKeyMatch {
+        match keys {
+            KeyMatch::Exactly(k) => OwnedKeyMatch::Exactly(k.clone()),
+            KeyMatch::StartingWith(k) => OwnedKeyMatch::StartingWith(k.clone()),
+        }
+    }
+
+    fn as_ref(&self) -> KeyMatch<'_> {
+        match self {
+            OwnedKeyMatch::Exactly(k) => KeyMatch::Exactly(k),
+            OwnedKeyMatch::StartingWith(k) => KeyMatch::StartingWith(k),
+        }
+    }
 }
 
 /// What the worker is asked to do. Data only, so a failed batch could be
 /// retried and so the worker is the only code that touches SQL.
 #[derive(Debug)]
 pub(crate) enum Op {
-    Acquire(OwnedAcquire),
+    Acquire(OwnedBatch),
     Status {
         policy: Policy,
         key: Key,
         now: Timestamp,
     },
     Reset {
-        algorithm: Algorithm,
-        prefix: Key,
+        policy: Policy,
+        keys: OwnedKeyMatch,
+        now: Timestamp,
     },
     Prune {
         algorithm: Algorithm,
@@ -57,6 +73,7 @@ pub(crate) enum Op {
 /// What an [`Op`] answers.
 #[derive(Debug)]
 pub(crate) enum Reply {
+    Decisions(Vec<Decision>),
     Decision(Decision),
     Deleted(u64),
 }
@@ -164,35 +181,19 @@ impl Worker {
 
 fn execute(conn: &Connection, op: &Op, audit_retention: Duration) -> rusqlite::Result<Reply> {
     Ok(match op {
-        Op::Acquire(a) => {
-            let request = ratewarden_core::Acquire {
-                policy: &a.policy,
-                key: &a.key,
-                attempt: a.attempt,
-                audit: a
-                    .audit_path
-                    .as_deref()
-                    .map(|path| ratewarden_core::Audit { path }),
-            };
-            Reply::Decision(match a.policy.algorithm {
-                Algorithm::FixedWindow => fixed_window::acquire(conn, &request)?,
-                Algorithm::SlidingLog => sliding_log::acquire(conn, &request)?,
-                Algorithm::SlidingWindow => counters::sliding_window_acquire(conn, &request)?,
-                Algorithm::Gcra => counters::gcra_acquire(conn, &request)?,
+        Op::Acquire(b) => Reply::Decisions(batch::acquire(conn, b)?),
+        Op::Status { policy, key, now } => Reply::Decision(batch::status(conn, policy, key, *now)?),
+        Op::Reset { policy, keys, now } => {
+            let (keys, now) = (keys.as_ref(), *now);
+            Reply::Deleted(match policy.algorithm {
+                Algorithm::FixedWindow => fixed_window::reset(conn, policy, keys, now)?,
+                Algorithm::SlidingLog => sliding_log::reset(conn, policy, keys, now)?,
+                Algorithm::SlidingWindow => {
+                    counters::reset(conn, Table::SlidingWindow, policy, keys, now)?
+                }
+                Algorithm::Gcra => counters::reset(conn, Table::Gcra, policy, keys, now)?,
             })
         }
-        Op::Status { policy, key, now } => Reply::Decision(match policy.algorithm {
-            Algorithm::FixedWindow => fixed_window::status(conn, policy, key, *now)?,
-            Algorithm::SlidingLog => sliding_log::status(conn, policy, key, *now)?,
-            Algorithm::SlidingWindow => counters::sliding_window_status(conn, policy, key, *now)?,
-            Algorithm::Gcra => counters::gcra_status(conn, policy, key, *now)?,
-        }),
-        Op::Reset { algorithm, prefix } => Reply::Deleted(match algorithm {
-            Algorithm::FixedWindow => fixed_window::reset(conn, prefix)?,
-            Algorithm::SlidingLog => sliding_log::reset(conn, prefix)?,
-            Algorithm::SlidingWindow => counters::reset(conn, Table::SlidingWindow, prefix)?,
-            Algorithm::Gcra => counters::reset(conn, Table::Gcra, prefix)?,
-        }),
         Op::Prune {
             algorithm,
             longest_window,

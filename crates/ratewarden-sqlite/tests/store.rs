@@ -16,7 +16,7 @@ use common::{
     sql, temp_db,
 };
 use ratewarden_core::{
-    Acquire, Algorithm, Attempt, Audit, Decision, Key, Outcome, Policy, Store, StoreError,
+    Acquire, Algorithm, Audit, Batch, Decision, Key, KeyMatch, Outcome, Policy, Store, StoreError,
     Timestamp,
 };
 use ratewarden_sqlite::{SqliteError, SqliteOptions, SqliteStore};
@@ -86,17 +86,34 @@ fn schema_objects(conn: &Connection) -> Vec<(String, String, Option<String>)> {
     )
 }
 
+/// Every table of a version 3 file.
+const TABLES: [&str; 7] = [
+    "api_calls",
+    "rate_events",
+    "rate_limit_windows",
+    "rw_fixed_window",
+    "rw_gcra",
+    "rw_sliding_log",
+    "rw_sliding_window",
+];
+
 fn assert_seed_schema(conn: &Connection) {
-    assert_eq!(
-        user_tables(conn),
-        [
-            "api_calls",
-            "rate_events",
-            "rate_limit_windows",
-            "rw_gcra",
-            "rw_sliding_window"
-        ]
-    );
+    assert_eq!(user_tables(conn), TABLES);
+    for (table, key) in [
+        ("rw_fixed_window", vec!["policy", "key"]),
+        ("rw_sliding_log", vec!["policy", "key", "at"]),
+        ("rw_sliding_window", vec!["policy", "key"]),
+        ("rw_gcra", vec!["policy", "key"]),
+    ] {
+        let mut pk: Vec<(i64, String)> = columns(conn, table)
+            .into_iter()
+            .filter(|c| c.4 > 0)
+            .map(|c| (c.4, c.0))
+            .collect();
+        pk.sort();
+        let pk: Vec<String> = pk.into_iter().map(|(_, name)| name).collect();
+        assert_eq!(pk, key, "{table}: state is namespaced by policy");
+    }
 
     assert_eq!(
         columns(conn, "rate_limit_windows"),
@@ -157,7 +174,7 @@ fn assert_seed_schema(conn: &Connection) {
         )
     );
 
-    assert_eq!(int(conn, "PRAGMA user_version", []), 2);
+    assert_eq!(int(conn, "PRAGMA user_version", []), 3);
     let journal_mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("read the journal mode");
@@ -480,15 +497,13 @@ async fn stampede(
             let key = key.clone();
             let barrier = Arc::clone(&barrier);
             tokio::spawn(async move {
+                let check = Acquire {
+                    audit: Some(Audit { path: "/ping" }),
+                    ..Acquire::one(&policy, &key)
+                };
+                let batch = Batch::one(now, check);
                 barrier.wait().await;
-                store
-                    .acquire(Acquire {
-                        policy: &policy,
-                        key: &key,
-                        attempt: Attempt::one(now),
-                        audit: Some(Audit { path: "/ping" }),
-                    })
-                    .await
+                store.acquire(&batch).await.map(|d| d[0])
             })
         })
         .collect();
@@ -685,17 +700,7 @@ async fn assert_every_key_has_its_own_counter(algorithm: Algorithm) {
         Algorithm::FixedWindow => assert_eq!(rows(&conn, "rate_limit_windows"), n),
         _ => assert_eq!(rows(&conn, "rate_events"), 2 * n),
     }
-    assert_eq!(
-        user_tables(&conn),
-        [
-            "api_calls",
-            "rate_events",
-            "rate_limit_windows",
-            "rw_gcra",
-            "rw_sliding_window"
-        ],
-        "no key was executed as SQL"
-    );
+    assert_eq!(user_tables(&conn), TABLES, "no key was executed as SQL");
     store.close().await;
 }
 
@@ -750,12 +755,15 @@ async fn resetting_a_user_deletes_their_endpoints_and_no_other_users_events() {
     let conn = sql(&path);
     assert_eq!(rows(&conn, "rate_events"), 7 + others.len() as i64);
 
-    let deleted = store.reset(Algorithm::SlidingLog, &r1).await.unwrap();
-    assert_eq!(
-        deleted, 4,
-        "the endpoint's 3 events and the 1 of a key below it"
-    );
     let now = at(5);
+    let deleted = store
+        .reset(&p, KeyMatch::StartingWith(&r1), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted, 2,
+        "the endpoint (3 events) and a key below it (1 event): two counters"
+    );
     assert_eq!(used(&store, &p, &r1, now).await, 0);
     assert_eq!(used(&store, &p, &r1_deeper, now).await, 0);
     assert_eq!(used(&store, &p, &r2, now).await, 2, "other endpoint kept");
@@ -769,11 +777,12 @@ async fn resetting_a_user_deletes_their_endpoints_and_no_other_users_events() {
         2
     );
 
+    let user = Key::single("21").unwrap();
     let deleted = store
-        .reset(Algorithm::SlidingLog, &Key::single("21").unwrap())
+        .reset(&p, KeyMatch::StartingWith(&user), now)
         .await
         .unwrap();
-    assert_eq!(deleted, 3, "/r2's 2 events and the bare key's 1");
+    assert_eq!(deleted, 2, "/r2 (2 events) and the bare key (1 event)");
     assert_eq!(used(&store, &p, &r2, now).await, 0);
     assert_eq!(used(&store, &p, &bare, now).await, 0);
     assert_eq!(
@@ -790,12 +799,13 @@ async fn resetting_a_user_deletes_their_endpoints_and_no_other_users_events() {
     assert_eq!(rows(&conn, "rate_events"), others.len() as i64);
 
     let again = store
-        .reset(Algorithm::SlidingLog, &Key::single("21").unwrap())
+        .reset(&p, KeyMatch::StartingWith(&user), now)
         .await
         .unwrap();
     assert_eq!(again, 0, "nothing left to delete");
+    let fixed = policy(Algorithm::FixedWindow, 10, 60);
     let wrong_algorithm = store
-        .reset(Algorithm::FixedWindow, &key(["210"]))
+        .reset(&fixed, KeyMatch::StartingWith(&key(["210"])), now)
         .await
         .unwrap();
     assert_eq!(wrong_algorithm, 0);
@@ -827,8 +837,19 @@ async fn resetting_a_fixed_window_key_deletes_its_windows_and_restarts_its_count
     assert_eq!(rows(&conn, "rate_limit_windows"), 3 + others.len() as i64);
     assert!(!acquire(&store, &p, &alice, at(62)).await.allowed());
 
-    let deleted = store.reset(Algorithm::FixedWindow, &alice).await.unwrap();
-    assert_eq!(deleted, 3, "alice's two windows and the key below it");
+    let deleted = store
+        .reset(&p, KeyMatch::StartingWith(&alice), at(62))
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted, 1,
+        "alice counts in the current window; the key below it only in an old one"
+    );
+    assert_eq!(
+        rows(&conn, "rate_limit_windows"),
+        others.len() as i64,
+        "every window of alice and of the key below it is gone"
+    );
     assert_eq!(used(&store, &p, &alice, at(62)).await, 0);
     let d = acquire(&store, &p, &alice, at(62)).await;
     assert_eq!(d.outcome, Outcome::Allowed, "the count restarts");
@@ -846,11 +867,15 @@ async fn resetting_a_fixed_window_key_deletes_its_windows_and_restarts_its_count
     );
 
     let never_seen = store
-        .reset(Algorithm::FixedWindow, &key(["carol"]))
+        .reset(&p, KeyMatch::Exactly(&key(["carol"])), at(62))
         .await
         .unwrap();
     assert_eq!(never_seen, 0);
-    let wrong_algorithm = store.reset(Algorithm::SlidingLog, &alice).await.unwrap();
+    let log = policy(Algorithm::SlidingLog, 10, 60);
+    let wrong_algorithm = store
+        .reset(&log, KeyMatch::StartingWith(&alice), at(62))
+        .await
+        .unwrap();
     assert_eq!(wrong_algorithm, 0);
     assert_eq!(used(&store, &p, &alice, at(62)).await, 1);
     store.close().await;
@@ -1077,7 +1102,7 @@ async fn a_database_with_a_newer_schema_version_is_refused() {
             err,
             SqliteError::NewerSchema {
                 found: 99,
-                known: 2
+                known: 3
             }
         ),
         "{err:?}"
@@ -1222,7 +1247,7 @@ async fn new_files_seed_files_and_ratewarden_files_still_open() {
     );
     open(&path).close().await;
     let conn = sql(&path);
-    assert_eq!(int(&conn, "PRAGMA user_version", []), 2);
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 3);
     assert_eq!(
         rows(&conn, "rate_limit_windows"),
         1,
@@ -1230,7 +1255,7 @@ async fn new_files_seed_files_and_ratewarden_files_still_open() {
     );
     drop(conn);
 
-    // A ratewarden file (version 2, then version 1) with a table its
+    // A ratewarden file (version 3, then version 1) with a table its
     // operator added: ratewarden's own, so it keeps working.
     let (_dir, path) = temp_db();
     open(&path).close().await;
@@ -1242,22 +1267,104 @@ async fn new_files_seed_files_and_ratewarden_files_still_open() {
     store.close().await;
     prepare(
         &path,
-        "DROP TABLE rw_gcra; DROP TABLE rw_sliding_window; PRAGMA user_version = 1;",
+        "DROP TABLE rw_gcra; DROP TABLE rw_sliding_window; DROP TABLE rw_fixed_window;
+         DROP TABLE rw_sliding_log; PRAGMA user_version = 1;",
     );
     open(&path).close().await;
     let conn = sql(&path);
-    assert_eq!(int(&conn, "PRAGMA user_version", []), 2, "migrated");
-    assert_eq!(
-        user_tables(&conn),
-        [
-            "api_calls",
-            "notes",
-            "rate_events",
-            "rate_limit_windows",
-            "rw_gcra",
-            "rw_sliding_window"
-        ]
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 3, "migrated");
+    let mut expected: Vec<&str> = TABLES.to_vec();
+    expected.push("notes");
+    expected.sort_unstable();
+    assert_eq!(user_tables(&conn), expected);
+}
+
+/// A version 2 file: before policies, `/ping` was the only user of the
+/// sliding window and GCRA tables and of `rate_events` rows with
+/// `user_id = 0` (a sliding-log `/ping`). Opening it moves that state to
+/// the policy `ping`, and every count survives.
+#[tokio::test]
+async fn a_version_2_file_keeps_its_counts_under_the_ping_policy() {
+    let (_dir, path) = temp_db();
+    let alice = key(["alice"]);
+    prepare(
+        &path,
+        "CREATE TABLE rate_events (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER NOT NULL,
+             endpoint TEXT NOT NULL, created_at TEXT NOT NULL);
+         CREATE TABLE rw_sliding_window (key BLOB NOT NULL PRIMARY KEY, window INTEGER NOT NULL,
+             curr INTEGER NOT NULL, prev INTEGER NOT NULL, expires INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE INDEX idx_rw_sliding_window_expires ON rw_sliding_window(expires);
+         CREATE TABLE rw_gcra (key BLOB NOT NULL PRIMARY KEY, tat INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE INDEX idx_rw_gcra_tat ON rw_gcra(tat);
+         PRAGMA user_version = 2;",
     );
+    {
+        let conn = sql(&path);
+        let encoded = alice.encoded();
+        let minute = (T0 / 60) as i64;
+        conn.execute(
+            "INSERT INTO rw_sliding_window VALUES (?1, ?2, 3, 0, ?3)",
+            rusqlite::params![encoded, minute, (minute + 2) * 60_000_000_000],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO rw_gcra VALUES (?1, ?2)",
+            rusqlite::params![encoded, (T0 as i64 + 40) * 1_000_000_000],
+        )
+        .unwrap();
+        for (user, endpoint, at) in [
+            (
+                0,
+                rusqlite::types::Value::Blob(encoded.to_vec()),
+                "2026-01-01T00:00:01.000000000Z",
+            ),
+            (
+                0,
+                rusqlite::types::Value::Blob(encoded.to_vec()),
+                "2026-01-01T00:00:01.000000000Z",
+            ),
+            (
+                0,
+                rusqlite::types::Value::Blob(encoded.to_vec()),
+                "2026-01-01T00:00:02.500000000Z",
+            ),
+            (
+                7,
+                rusqlite::types::Value::Text("/orders".into()),
+                "2026-01-01T00:00:03.000000000Z",
+            ),
+        ] {
+            conn.execute(
+                "INSERT INTO rate_events (user_id, endpoint, created_at) VALUES (?1, ?2, ?3)",
+                rusqlite::params![user, endpoint, at],
+            )
+            .unwrap();
+        }
+    }
+    let store = open(&path);
+    let quota = |limit| ratewarden_core::Quota::new(limit, Duration::from_secs(60)).unwrap();
+    let now = at(10);
+    let sliding = Policy::new("ping", Algorithm::SlidingWindow, quota(5));
+    assert_eq!(store.status(&sliding, &alice, now).await.unwrap().used, 3);
+    let gcra = Policy::new("ping", Algorithm::Gcra, quota(60));
+    assert_eq!(store.status(&gcra, &alice, now).await.unwrap().used, 30);
+    let log = Policy::new("ping", Algorithm::SlidingLog, quota(5));
+    let d = store.status(&log, &alice, now).await.unwrap();
+    assert_eq!((d.used, d.remaining), (3, 2), "the three events of ping");
+    let check = policy(Algorithm::SlidingLog, 10, 60);
+    let d = store
+        .status(&check, &key(["7", "/orders"]), now)
+        .await
+        .unwrap();
+    assert_eq!(d.used, 1, "seed B's event stays in rate_events");
+    for other in ["check", "api"] {
+        let p = Policy::new(other, Algorithm::SlidingWindow, quota(5));
+        assert_eq!(store.status(&p, &alice, now).await.unwrap().used, 0);
+    }
+    store.close().await;
+    let conn = sql(&path);
+    assert_seed_schema(&conn);
+    assert_eq!(rows(&conn, "rate_events"), 1);
 }
 
 #[tokio::test]
@@ -1269,12 +1376,7 @@ async fn operations_after_close_fail_with_closed() {
     store.close().await;
 
     let err = store
-        .acquire(Acquire {
-            policy: &p,
-            key: &alice,
-            attempt: Attempt::one(at(0)),
-            audit: None,
-        })
+        .acquire(&Batch::one(at(0), Acquire::one(&p, &alice)))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Closed), "{err:?}");
@@ -1282,7 +1384,7 @@ async fn operations_after_close_fail_with_closed() {
     let err = store.status(&p, &alice, at(0)).await.unwrap_err();
     assert!(matches!(err, StoreError::Closed), "{err:?}");
     let err = store
-        .reset(Algorithm::FixedWindow, &alice)
+        .reset(&p, KeyMatch::Exactly(&alice), at(0))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Closed), "{err:?}");
@@ -1302,18 +1404,12 @@ async fn a_cost_above_the_limit_is_never_and_writes_nothing() {
     for algorithm in Algorithm::ALL {
         let p = policy(algorithm, 3, 60);
         for k in [&alice, &user7] {
-            let d = store
-                .acquire(Acquire {
-                    policy: &p,
-                    key: k,
-                    attempt: Attempt {
-                        now: at(0),
-                        cost: NonZeroU64::new(4).unwrap(),
-                    },
-                    audit: Some(Audit { path: "/ping" }),
-                })
-                .await
-                .unwrap();
+            let check = Acquire {
+                cost: NonZeroU64::new(4).unwrap(),
+                audit: Some(Audit { path: "/ping" }),
+                ..Acquire::one(&p, k)
+            };
+            let d = store.acquire(&Batch::one(at(0), check)).await.unwrap()[0];
             assert_eq!(d.outcome, Outcome::Never, "{algorithm}: {k}");
             assert_eq!(d.retry_after(), None);
         }

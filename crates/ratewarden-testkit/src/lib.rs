@@ -22,11 +22,14 @@
 //! # Layout
 //! - [`model`]: [`model::Model`], one naive reference model per algorithm,
 //!   written from SPEC section 6 without `ratewarden_core::algorithm`.
+//! - [`ledger`]: [`ledger::Ledger`], the models of several policies and the
+//!   all-or-nothing rule for batches.
 //! - [`conformance`]: the checks, async functions of
 //!   `(Arc<dyn Store>, Algorithm)`, and [`TestStore`].
 //! - [`store_conformance!`]: the macro that turns them into tests.
 
 pub mod conformance;
+pub mod ledger;
 mod macros;
 pub mod model;
 

@@ -50,6 +50,9 @@ macro_rules! store_conformance {
                 keys_are_opaque_and_independent,
                 random_sequences_match_the_model,
                 retry_after_is_the_shortest_wait,
+                policies_have_state_of_their_own,
+                a_denied_batch_charges_nothing,
+                random_batches_match_the_model,
             );
 
             #[$crate::__private::tokio::test(
@@ -62,6 +65,20 @@ macro_rules! store_conformance {
                     ALGORITHM,
                     $factory,
                     $crate::conformance::concurrent_acquires_admit_exactly_the_limit,
+                )
+                .await;
+            }
+
+            #[$crate::__private::tokio::test(
+                crate = "ratewarden_testkit::__private::tokio",
+                flavor = "multi_thread",
+                worker_threads = 4
+            )]
+            async fn concurrent_batches_admit_exactly_each_limit() {
+                $crate::conformance::run(
+                    ALGORITHM,
+                    $factory,
+                    $crate::conformance::concurrent_batches_admit_exactly_each_limit,
                 )
                 .await;
             }

@@ -14,8 +14,9 @@
 //! signed 64-bit integers.
 //!
 //! Keys are the bytes of [`ratewarden_core::Key::encoded`] (any injective
-//! encoding would do); a prefix reset drops every key starting with the
-//! prefix's bytes.
+//! encoding would do); a reset drops the keys a predicate selects (a
+//! prefix reset: every key starting with the prefix's bytes) and counts
+//! those that held usage.
 //!
 //! ```
 //! use ratewarden_core::{Algorithm, Quota};
@@ -80,8 +81,9 @@ pub trait ReferenceModel: std::fmt::Debug {
     /// `remaining` is what could pass now (before the probe).
     fn status(&self, key: &[u8], quota: &Quota, t: u64) -> Answer;
 
-    /// Forgets every key that starts with the bytes `prefix`.
-    fn reset(&mut self, prefix: &[u8]);
+    /// Forgets every key `selected` picks; returns how many of them held
+    /// usage at `t` (their state differed from no state).
+    fn reset(&mut self, selected: &dyn Fn(&[u8]) -> bool, quota: &Quota, t: u64) -> u64;
 }
 
 /// One model per algorithm, chosen by [`Algorithm`].
@@ -146,8 +148,8 @@ impl ReferenceModel for Model {
         self.inner().status(key, quota, t)
     }
 
-    fn reset(&mut self, prefix: &[u8]) {
-        self.inner_mut().reset(prefix);
+    fn reset(&mut self, selected: &dyn Fn(&[u8]) -> bool, quota: &Quota, t: u64) -> u64 {
+        self.inner_mut().reset(selected, quota, t)
     }
 }
 
@@ -184,15 +186,23 @@ impl FixedWindow {
             };
             return (answer, None);
         }
-        // Every attempt is added, allowed or not; counts stop at i64::MAX.
+        // Counts stop at i64::MAX.
         let after = (u128::from(count) + u128::from(cost)).min(u128::from(MAX_COUNT));
         let after = u64::try_from(after).unwrap_or(MAX_COUNT);
+        let retry_after_ns = (u128::from(k) + 1) * u128::from(w) - u128::from(t);
+        if after > l && !quota.counts_denied() {
+            // A denied attempt adds nothing unless denied attempts count.
+            let answer = Answer {
+                outcome: Expected::Denied { retry_after_ns },
+                remaining: non_negative(i128::from(l) - i128::from(count)),
+            };
+            return (answer, None);
+        }
+        // Every attempt is added, allowed or not (seed A).
         let outcome = if after <= l {
             Expected::Allowed
         } else {
-            Expected::Denied {
-                retry_after_ns: (u128::from(k) + 1) * u128::from(w) - u128::from(t),
-            }
+            Expected::Denied { retry_after_ns }
         };
         let remaining = non_negative(i128::from(l) - i128::from(after));
         (Answer { outcome, remaining }, Some(after))
@@ -218,8 +228,15 @@ impl ReferenceModel for FixedWindow {
         }
     }
 
-    fn reset(&mut self, prefix: &[u8]) {
-        self.counts.retain(|(key, _), _| !key.starts_with(prefix));
+    fn reset(&mut self, selected: &dyn Fn(&[u8]) -> bool, quota: &Quota, t: u64) -> u64 {
+        let k = t / quota.window_nanos();
+        let in_use = self
+            .counts
+            .iter()
+            .filter(|((key, window), count)| *window == k && **count > 0 && selected(key))
+            .count();
+        self.counts.retain(|(key, _), _| !selected(key));
+        in_use as u64
     }
 }
 
@@ -314,8 +331,14 @@ impl ReferenceModel for SlidingLog {
         }
     }
 
-    fn reset(&mut self, prefix: &[u8]) {
-        self.events.retain(|key, _| !key.starts_with(prefix));
+    fn reset(&mut self, selected: &dyn Fn(&[u8]) -> bool, quota: &Quota, t: u64) -> u64 {
+        let in_use = self
+            .events
+            .keys()
+            .filter(|key| selected(key) && !self.live(key, quota, t).is_empty())
+            .count();
+        self.events.retain(|key, _| !selected(key));
+        in_use as u64
     }
 }
 
@@ -433,8 +456,22 @@ impl ReferenceModel for SlidingWindow {
         }
     }
 
-    fn reset(&mut self, prefix: &[u8]) {
-        self.counts.retain(|(key, _), _| !key.starts_with(prefix));
+    fn reset(&mut self, selected: &dyn Fn(&[u8]) -> bool, quota: &Quota, t: u64) -> u64 {
+        let keys: std::collections::BTreeSet<&Vec<u8>> = self
+            .counts
+            .keys()
+            .map(|(key, _)| key)
+            .filter(|key| selected(key))
+            .collect();
+        let in_use = keys
+            .iter()
+            .filter(|key| {
+                let v = self.view(key, quota, t);
+                v.prev > 0 || v.curr > 0
+            })
+            .count();
+        self.counts.retain(|(key, _), _| !selected(key));
+        in_use as u64
     }
 }
 
@@ -521,8 +558,14 @@ impl ReferenceModel for Gcra {
         }
     }
 
-    fn reset(&mut self, prefix: &[u8]) {
-        self.tats.retain(|key, _| !key.starts_with(prefix));
+    fn reset(&mut self, selected: &dyn Fn(&[u8]) -> bool, _quota: &Quota, t: u64) -> u64 {
+        let in_use = self
+            .tats
+            .iter()
+            .filter(|(key, tat)| selected(key) && **tat > t)
+            .count();
+        self.tats.retain(|key, _| !selected(key));
+        in_use as u64
     }
 }
 
@@ -554,7 +597,7 @@ mod tests {
 
     #[test]
     fn fixed_window_counts_refused_attempts_as_seed_a_says() {
-        let q = quota(3, 60 * SEC);
+        let q = quota(3, 60 * SEC).counting_denied();
         let mut m = Model::new(Algorithm::FixedWindow);
         let t0 = 1_767_225_600 * SEC;
         for i in 0..3 {
@@ -575,6 +618,18 @@ mod tests {
             "after L + 2 requests the counter reads L + 2"
         );
         assert_eq!(m.acquire(b"k", &q, t0 + 60 * SEC, 1), allowed(2));
+    }
+
+    #[test]
+    fn fixed_window_does_not_count_refused_attempts_by_default() {
+        let q = quota(3, 60 * SEC);
+        let mut m = Model::new(Algorithm::FixedWindow);
+        assert_eq!(m.acquire(b"k", &q, 0, 2), allowed(1));
+        assert_eq!(
+            m.acquire(b"k", &q, 1, 2),
+            denied(u128::from(60 * SEC) - 1, 1)
+        );
+        assert_eq!(m.acquire(b"k", &q, 2, 1), allowed(0));
     }
 
     #[test]
@@ -657,9 +712,15 @@ mod tests {
             for key in [b"ua".as_slice(), b"ub", b"v"] {
                 m.acquire(key, &q, 0, 1);
             }
-            m.reset(b"u");
+            let deleted = m.reset(&|key: &[u8]| key.starts_with(b"u"), &q, 0);
+            assert_eq!(deleted, 2, "{algorithm}: two keys in use were reset");
+            assert_eq!(
+                m.reset(&|key: &[u8]| key == b"v", &q, 5 * SEC),
+                0,
+                "{algorithm}: expired"
+            );
             assert_eq!(m.status(b"ua", &q, 0).remaining, 1, "{algorithm}");
-            assert_eq!(m.status(b"v", &q, 0).remaining, 0, "{algorithm}");
+            assert_eq!(m.status(b"v", &q, 0).remaining, 1, "{algorithm}: reset");
         }
     }
 

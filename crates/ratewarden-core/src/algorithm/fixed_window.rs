@@ -1,9 +1,11 @@
 //! Fixed window (seed A, SPEC section 6).
 //!
-//! `k = floor(t / W)`; windows are aligned to the Unix epoch. Every attempt
-//! adds its cost to `count[k]`, allowed or not (the seed counts attempts:
-//! after L + 2 requests the counter reads L + 2). Allowed iff
-//! `count[k] <= L` after adding. On denial `retry_after = (k+1)·W − t`.
+//! `k = floor(t / W)`; windows are aligned to the Unix epoch. An attempt
+//! of cost `c` is allowed iff `count[k] + c <= L`; an allowed attempt adds
+//! `c` to `count[k]`. A denied one adds it too when the quota counts denied
+//! attempts ([`Quota::counting_denied`], seed A: after L + 2 requests the
+//! counter reads L + 2), and leaves the counter alone otherwise (the
+//! default for policies). On denial `retry_after = (k+1)·W − t`.
 
 use std::time::Duration;
 
@@ -45,6 +47,11 @@ pub fn decide(
         return (decision(quota, attempt.now, before, Outcome::Never), None);
     }
     let count = before.saturating_add(cost).min(MAX_COUNT);
+    if count > quota.limit() && !quota.counts_denied() {
+        let retry_after = window_end(quota, attempt.now);
+        let outcome = Outcome::Denied { retry_after };
+        return (decision(quota, attempt.now, before, outcome), None);
+    }
     let outcome = if count <= quota.limit() {
         Outcome::Allowed
     } else {
@@ -69,6 +76,12 @@ pub fn status(state: Option<FixedWindowState>, quota: &Quota, now: Timestamp) ->
         }
     };
     decision(quota, now, count, outcome)
+}
+
+/// Whether `state` still holds usage at `now` (differs from no counter):
+/// a non-zero count of the current window.
+pub fn in_use(state: FixedWindowState, quota: &Quota, now: Timestamp) -> bool {
+    count_in(Some(state), window_index(quota, now)) > 0
 }
 
 fn count_in(state: Option<FixedWindowState>, k: u64) -> u64 {
@@ -121,7 +134,7 @@ mod tests {
 
     #[test]
     fn allows_limit_attempts_per_window_then_denies_until_the_window_ends() {
-        let q = quota(3, 60);
+        let q = quota(3, 60).counting_denied();
         let t0 = 1_767_225_600 * SEC; // 2026-01-01T00:00:00Z, a window start
         let ds = run(&q, &[t0, t0 + SEC, t0 + 2 * SEC, t0 + 45 * SEC]);
         assert!(ds[..3].iter().all(Decision::allowed));
@@ -142,14 +155,39 @@ mod tests {
     }
 
     #[test]
-    fn refused_attempts_are_counted() {
-        let q = quota(3, 60);
+    fn refused_attempts_are_counted_when_the_quota_counts_denied() {
+        let q = quota(3, 60).counting_denied();
         let ds = run(&q, &[0, 1, 2, 3, 4]);
         assert_eq!(
             ds[4].used, 5,
             "after L + 2 requests the counter reads L + 2"
         );
         assert_eq!(ds[4].remaining, 0);
+    }
+
+    #[test]
+    fn refused_attempts_are_not_counted_by_default() {
+        let q = quota(3, 60);
+        let ds = run(&q, &[0, 1, 2, 3, 4]);
+        assert_eq!(ds[4].used, 3);
+        assert_eq!(
+            ds[4].retry_after(),
+            Some(Duration::from_nanos(60 * SEC - 4))
+        );
+        // A large denied cost leaves room for a small one.
+        let big = Attempt {
+            now: Timestamp::EPOCH,
+            cost: NonZeroU64::new(3).unwrap(),
+        };
+        let state = Some(FixedWindowState {
+            window: 0,
+            count: 1,
+        });
+        let (d, next) = decide(state, &q, big);
+        assert_eq!(
+            (d.allowed(), d.remaining, d.used, next),
+            (false, 2, 1, None)
+        );
     }
 
     #[test]
@@ -200,7 +238,7 @@ mod tests {
             now: Timestamp::from_unix_nanos(u64::MAX - 1),
             cost: NonZeroU64::new(MAX_COUNT - 1).unwrap(),
         };
-        let (d, next) = decide(state, &q, big);
+        let (d, next) = decide(state, &q.counting_denied(), big);
         assert_eq!(next.unwrap().count, MAX_COUNT);
         assert_eq!(d.retry_after(), Some(Duration::from_nanos(1)));
     }

@@ -38,6 +38,12 @@ pub fn emission_interval(quota: &Quota) -> Option<u64> {
     (quota.limit() > 0).then(|| (quota.window_nanos() / quota.limit()).max(1))
 }
 
+/// Whether `state` still holds usage at `now` (differs from no state):
+/// its theoretical arrival time is later than `now`.
+pub fn in_use(state: GcraState, now: Timestamp) -> bool {
+    state.tat > now.as_unix_nanos()
+}
+
 /// Decides `attempt`; returns the decision and the state to store (`None`:
 /// unchanged).
 pub fn decide(

@@ -34,6 +34,13 @@ pub fn counters_at(state: Option<SlidingWindowState>, k: u64) -> (u64, u64) {
     }
 }
 
+/// Whether `state` still holds usage at `now` (differs from no counters):
+/// a non-zero `curr` or `prev` as seen from the window of `now`.
+pub fn in_use(state: SlidingWindowState, quota: &Quota, now: Timestamp) -> bool {
+    let k = now.as_unix_nanos() / quota.window_nanos();
+    counters_at(Some(state), k) != (0, 0)
+}
+
 /// Decides `attempt`; returns the decision and the state to store (`None`:
 /// leave the store unchanged, as for every denial).
 pub fn decide(

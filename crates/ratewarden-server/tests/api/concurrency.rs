@@ -2,12 +2,10 @@
 //! sections 1 and 2: increment/read-back and count/insert are atomic).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use ratewarden_core::Quota;
 use tokio::sync::Barrier;
 
-use crate::helpers::{TestApp, at, spawn_app_with};
+use crate::helpers::{TestApp, at, spawn_app_with_args};
 
 const PARALLEL: usize = 200;
 const LIMIT: u64 = 20;
@@ -37,11 +35,6 @@ where
     codes
 }
 
-/// `LIMIT` per 60 s.
-fn quota() -> Quota {
-    Quota::new(LIMIT, Duration::from_secs(60)).expect("valid quota")
-}
-
 fn tally(codes: &[u16]) -> (usize, usize) {
     let ok = codes.iter().filter(|&&c| c == 200).count();
     let refused = codes.iter().filter(|&&c| c == 429).count();
@@ -50,7 +43,7 @@ fn tally(codes: &[u16]) -> (usize, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_the_limit_of_200_parallel_pings_for_one_key_pass_in_each_window() {
-    let mut app = spawn_app_with(|settings| settings.ping.quota = quota()).await;
+    let mut app = spawn_app_with_args(&["--ping-limit", &LIMIT.to_string()]).await;
     for round in 0..ROUNDS {
         app.clock.set(at(round * 60, 0));
         let codes = burst(&app, |client, address| async move {
@@ -85,7 +78,7 @@ async fn exactly_the_limit_of_200_parallel_pings_for_one_key_pass_in_each_window
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_the_limit_of_200_parallel_checks_for_one_user_and_endpoint_pass() {
-    let mut app = spawn_app_with(|settings| settings.check.quota = quota()).await;
+    let mut app = spawn_app_with_args(&["--check-limit", &LIMIT.to_string()]).await;
     for round in 0..ROUNDS {
         // A full window later every earlier event has left.
         app.clock.set(at(round * 60, 0));

@@ -257,7 +257,7 @@ Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.write_all(request).await.expect("write");
     let mut response = vec![0u8; 4096];
-    let limit = ratewarden_server::routes::REQUEST_TIMEOUT + std::time::Duration::from_secs(5);
+    let limit = ratewarden_server::http::REQUEST_TIMEOUT + std::time::Duration::from_secs(5);
     let n = tokio::time::timeout(limit, stream.read(&mut response))
         .await
         .expect("answered within the request timeout")

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use ratewarden_config::Settings;
 use ratewarden_core::{Clock, ManualClock, Timestamp};
-use ratewarden_server::config::{Cli, Command, Settings};
+use ratewarden_server::cli::{Cli, Command};
 use ratewarden_server::startup::Application;
 use reqwest::header::HeaderMap;
 use reqwest::{Response, StatusCode};

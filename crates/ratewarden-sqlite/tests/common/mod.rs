@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ratewarden_core::{
-    Acquire, Algorithm, Attempt, Audit, Decision, Key, Policy, Quota, Store, Timestamp,
+    Acquire, Algorithm, Audit, Batch, Decision, Key, Policy, Quota, Store, Timestamp,
 };
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use rusqlite::Connection;
@@ -40,13 +40,26 @@ pub fn open(path: &Path) -> SqliteStore {
     SqliteStore::open(path, SqliteOptions::default()).expect("open the SQLite store")
 }
 
-/// A policy of `limit` per `window_secs` seconds.
+/// A policy of `limit` per `window_secs` seconds, with the seed route's
+/// name for its algorithm so that its state lands in the seeds' tables:
+/// `ping` for the fixed window (counting denied attempts, as seed A),
+/// `check` for the sliding log, `test-<algorithm>` for the others.
 pub fn policy(algorithm: Algorithm, limit: u64, window_secs: u64) -> Policy {
-    Policy {
-        name: format!("test-{algorithm}").into(),
-        algorithm,
-        quota: Quota::new(limit, Duration::from_secs(window_secs)).expect("valid quota"),
+    let quota = Quota::new(limit, Duration::from_secs(window_secs)).expect("valid quota");
+    match algorithm {
+        Algorithm::FixedWindow => Policy::new("ping", algorithm, quota.counting_denied()),
+        Algorithm::SlidingLog => Policy::new("check", algorithm, quota),
+        _ => Policy::new(format!("test-{algorithm}"), algorithm, quota),
     }
+}
+
+/// Decides one check as a batch of one.
+pub async fn acquire_one(store: &SqliteStore, check: Acquire<'_>, now: Timestamp) -> Decision {
+    let decisions = store
+        .acquire(&Batch::one(now, check))
+        .await
+        .expect("the store answers");
+    decisions[0]
 }
 
 /// A key from its parts.
@@ -56,15 +69,7 @@ pub fn key<P: AsRef<[u8]>>(parts: impl IntoIterator<Item = P>) -> Key {
 
 /// One request of cost 1 for `key` at `now`, without an audit entry.
 pub async fn acquire(store: &SqliteStore, policy: &Policy, key: &Key, now: Timestamp) -> Decision {
-    store
-        .acquire(Acquire {
-            policy,
-            key,
-            attempt: Attempt::one(now),
-            audit: None,
-        })
-        .await
-        .expect("the store answers")
+    acquire_one(store, Acquire::one(policy, key), now).await
 }
 
 /// One request of cost 1 for `key` at `now`, audited under `path`.
@@ -75,15 +80,11 @@ pub async fn acquire_audited(
     now: Timestamp,
     path: &str,
 ) -> Decision {
-    store
-        .acquire(Acquire {
-            policy,
-            key,
-            attempt: Attempt::one(now),
-            audit: Some(Audit { path }),
-        })
-        .await
-        .expect("the store answers")
+    let check = Acquire {
+        audit: Some(Audit { path }),
+        ..Acquire::one(policy, key)
+    };
+    acquire_one(store, check, now).await
 }
 
 /// A second, plain connection to the database file, for inspection.

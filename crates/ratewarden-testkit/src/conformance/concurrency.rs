@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ratewarden_core::{Acquire, Algorithm, Attempt, Outcome, Policy, Store, Timestamp};
+use ratewarden_core::{Acquire, Algorithm, Batch, Outcome, Policy, Store, Timestamp};
 use tokio::sync::Barrier;
 
 use super::{SEC, T0, key, quota};
@@ -21,11 +21,11 @@ pub async fn concurrent_acquires_admit_exactly_the_limit(
     store: Arc<dyn Store>,
     algorithm: Algorithm,
 ) {
-    let policy = Arc::new(Policy {
-        name: "conformance".into(),
+    let policy = Arc::new(Policy::new(
+        super::seed_name(algorithm),
         algorithm,
-        quota: quota(LIMIT, 60 * SEC).with_burst(LIMIT),
-    });
+        quota(LIMIT, 60 * SEC).with_burst(LIMIT),
+    ));
     for round in 0..ROUNDS {
         let key = Arc::new(key(["concurrency".as_bytes(), &round.to_be_bytes()]));
         let now = Timestamp::from_unix_nanos(T0 + round * 3600 * SEC + 7);
@@ -39,15 +39,13 @@ pub async fn concurrent_acquires_admit_exactly_the_limit(
                     Arc::clone(&barrier),
                 );
                 tokio::spawn(async move {
+                    let batch = Batch::one(now, Acquire::one(&policy, &key));
                     barrier.wait().await;
-                    store
-                        .acquire(Acquire {
-                            policy: &policy,
-                            key: &key,
-                            attempt: Attempt::one(now),
-                            audit: None,
-                        })
-                        .await
+                    let decisions = store.acquire(&batch).await?;
+                    decisions
+                        .first()
+                        .copied()
+                        .ok_or_else(|| ratewarden_core::StoreError::Failed("no decision".into()))
                 })
             })
             .collect();
@@ -78,4 +76,91 @@ pub async fn concurrent_acquires_admit_exactly_the_limit(
             "{algorithm}, round {round}: status after the race"
         );
     }
+}
+
+/// Users in [`concurrent_batches_admit_exactly_each_limit`].
+const USERS: usize = 4;
+/// Each user's limit there; `USERS · PER_USER` exceeds the global limit.
+const PER_USER: u64 = 4;
+
+/// 120 tasks at one instant each send a batch of two checks, a global
+/// limit of 10 on one key and a per-user limit of 4 on one of 4 user
+/// keys (in either order within the batch, so lock ordering is tested).
+/// Exactly 10 batches pass (the users' limits add up to more, so only the
+/// global limit binds), no user passes more than 4, and the stored usage
+/// is exactly what the allowed batches charged: denied batches left no
+/// charge on either policy. The global policy is the algorithm under
+/// test, the users' the next algorithm, so every pair is exercised.
+pub async fn concurrent_batches_admit_exactly_each_limit(
+    store: Arc<dyn Store>,
+    algorithm: Algorithm,
+) {
+    const TASKS: usize = 120;
+    let next = Algorithm::ALL[(Algorithm::ALL
+        .iter()
+        .position(|a| *a == algorithm)
+        .unwrap_or(0)
+        + 1)
+        % Algorithm::ALL.len()];
+    let global = Arc::new(Policy::new("global", algorithm, quota(LIMIT, 60 * SEC)));
+    let user = Arc::new(Policy::new("user", next, quota(PER_USER, 60 * SEC)));
+    let now = Timestamp::from_unix_nanos(T0 + 11);
+    let g = Arc::new(key(["all"]));
+    let users: Arc<Vec<_>> = Arc::new((0..USERS).map(|i| key([format!("u{i}")])).collect());
+    let barrier = Arc::new(Barrier::new(TASKS));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let (store, global, user, g, users, barrier) = (
+                Arc::clone(&store),
+                Arc::clone(&global),
+                Arc::clone(&user),
+                Arc::clone(&g),
+                Arc::clone(&users),
+                Arc::clone(&barrier),
+            );
+            tokio::spawn(async move {
+                let u = &users[i % USERS];
+                let mut checks = vec![Acquire::one(&global, &g), Acquire::one(&user, u)];
+                if i % 2 == 1 {
+                    checks.reverse();
+                }
+                let batch = Batch::new(now, checks);
+                barrier.wait().await;
+                let decisions = store.acquire(&batch).await?;
+                let allowed = decisions.iter().all(|d| d.allowed());
+                Ok::<_, ratewarden_core::StoreError>((i % USERS, allowed))
+            })
+        })
+        .collect();
+    let mut per_user = [0u64; USERS];
+    for task in tasks {
+        let (u, allowed) = task
+            .await
+            .expect("a batching task panicked")
+            .unwrap_or_else(|e| panic!("{algorithm} + {next}: batch failed: {e}"));
+        per_user[u] += u64::from(allowed);
+    }
+    let total: u64 = per_user.iter().sum();
+    let what = format!("{algorithm} global + {next} per user, {TASKS} concurrent batches");
+    assert_eq!(total, LIMIT, "{what}: allowed batches {per_user:?}");
+    for (u, admitted) in per_user.iter().enumerate() {
+        assert!(
+            *admitted <= PER_USER,
+            "{what}: user {u} admitted {admitted}"
+        );
+        let status = store
+            .status(&user, &users[u], now)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: status failed: {e}"));
+        assert_eq!(
+            status.remaining,
+            PER_USER - admitted,
+            "{what}: user {u} was charged for denied batches"
+        );
+    }
+    let status = store
+        .status(&global, &g, now)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: status failed: {e}"));
+    assert_eq!(status.remaining, 0, "{what}: the global limit is used up");
 }

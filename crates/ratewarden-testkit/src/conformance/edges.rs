@@ -139,7 +139,7 @@ pub async fn a_cost_above_the_limit_is_never_and_changes_nothing(
             full,
         );
         assert_eq!(
-            s.reset(&k).await,
+            s.reset(&k, T0 + 1).await,
             0,
             "{algorithm}: Never stored state for {k}"
         );
@@ -170,7 +170,7 @@ pub async fn a_limit_of_zero_denies_everything(store: Arc<dyn Store>, algorithm:
             }
         }
         assert_eq!(
-            s.reset(&k).await,
+            s.reset(&k, T0).await,
             0,
             "{algorithm}: a limit of 0 stored state"
         );

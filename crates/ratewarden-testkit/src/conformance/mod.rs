@@ -19,6 +19,7 @@
 //!   `block_on`; failing seeds are kept in `proptest-regressions/` of the
 //!   crate under test.
 
+mod batches;
 mod concurrency;
 mod edges;
 mod props;
@@ -31,12 +32,19 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use ratewarden_core::{
-    Acquire, Algorithm, Attempt, Decision, Key, Outcome, Policy, Quota, Store, Timestamp,
+    Acquire, Algorithm, Batch, Decision, Key, KeyMatch, Outcome, Policy, Quota, Store, Timestamp,
 };
 
-use crate::model::{Answer, Expected, Model, ReferenceModel};
+use crate::ledger::{Item, Ledger};
+use crate::model::{Answer, Expected};
 
-pub use concurrency::concurrent_acquires_admit_exactly_the_limit;
+pub use batches::{
+    a_denied_batch_charges_nothing, policies_have_state_of_their_own,
+    random_batches_match_the_model,
+};
+pub use concurrency::{
+    concurrent_acquires_admit_exactly_the_limit, concurrent_batches_admit_exactly_each_limit,
+};
 pub use edges::{
     a_cost_above_the_limit_is_never_and_changes_nothing, a_limit_of_one_matches_the_model,
     a_limit_of_zero_denies_everything, huge_values_never_panic_and_match_the_model,
@@ -157,25 +165,30 @@ fn show(outcome: Expected, remaining: u64) -> String {
     }
 }
 
-/// One policy's requests against the store and the model side by side;
-/// every decision is compared, and a mismatch reports the whole history.
+/// Requests against the store and the model side by side; every decision
+/// is compared, and a mismatch reports the whole history. One policy is
+/// the session's own ([`Session::acquire`] and friends); batches may mix
+/// any policies ([`Session::try_batch`]).
 pub(crate) struct Session<'a> {
     store: &'a dyn Store,
     policy: Policy,
-    model: Model,
+    ledger: Ledger,
     history: Vec<String>,
 }
 
 impl<'a> Session<'a> {
+    /// A session whose own policy has the seed route's name for its
+    /// algorithm ([`seed_name`]).
     pub(crate) fn new(store: &'a dyn Store, algorithm: Algorithm, quota: Quota) -> Session<'a> {
+        Session::of(store, Policy::new(seed_name(algorithm), algorithm, quota))
+    }
+
+    /// A session whose own policy is `policy`.
+    pub(crate) fn of(store: &'a dyn Store, policy: Policy) -> Session<'a> {
         Session {
             store,
-            policy: Policy {
-                name: "conformance".into(),
-                algorithm,
-                quota,
-            },
-            model: Model::new(algorithm),
+            policy,
+            ledger: Ledger::default(),
             history: Vec::new(),
         }
     }
@@ -187,41 +200,124 @@ impl<'a> Session<'a> {
         t: u64,
         cost: u64,
     ) -> Result<Decision, String> {
-        let request = format!("acquire {key} cost {cost} at t = {t} ns");
-        let cost_nz = NonZeroU64::new(cost).ok_or("cost 0 is not a request")?;
-        let attempt = Attempt {
-            now: Timestamp::from_unix_nanos(t),
-            cost: cost_nz,
-        };
-        let result = self
-            .store
-            .acquire(Acquire {
-                policy: &self.policy,
+        let policy = self.policy.clone();
+        let decisions = self.try_batch(&[(&policy, key, cost)], t).await?;
+        Ok(decisions[0])
+    }
+
+    /// Decides `checks` (policy, key, cost) as one batch at `t` ns and
+    /// compares every decision with the model; one decision per check.
+    pub(crate) async fn try_batch(
+        &mut self,
+        checks: &[(&Policy, &Key, u64)],
+        t: u64,
+    ) -> Result<Vec<Decision>, String> {
+        let request = format!(
+            "batch at t = {t} ns: [{}]",
+            checks
+                .iter()
+                .map(|(p, k, c)| format!("{} ({}) {k} cost {c}", p.name, p.algorithm))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut acquires = Vec::with_capacity(checks.len());
+        for &(policy, key, cost) in checks {
+            let cost = NonZeroU64::new(cost).ok_or("cost 0 is not a request")?;
+            acquires.push(Acquire {
+                policy,
                 key,
-                attempt,
+                cost,
                 audit: None,
-            })
-            .await;
-        let expected = self
-            .model
-            .acquire(key.encoded(), &self.policy.quota, t, cost);
-        self.compare(request, result, expected)
+            });
+        }
+        let batch = Batch::new(Timestamp::from_unix_nanos(t), acquires);
+        let result = self.store.acquire(&batch).await.map(|items| {
+            batch
+                .slots()
+                .iter()
+                .map(|&i| items.get(i).copied())
+                .collect::<Option<Vec<Decision>>>()
+        });
+        let items: Vec<Item<'_>> = checks
+            .iter()
+            .map(|&(policy, key, cost)| Item::new(policy, key.encoded(), cost))
+            .collect();
+        let expected = self.ledger.acquire(&items, t);
+        let decisions = match result {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                return Err(format!(
+                    "{}\n{request}: the store answered fewer decisions than items",
+                    self.context()
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "{}\n{request}: the store failed: {e}",
+                    self.context()
+                ));
+            }
+        };
+        for (i, ((decision, answer), (policy, _, _))) in
+            decisions.iter().zip(&expected).zip(checks).enumerate()
+        {
+            self.compare(&format!("{request}, check #{i}"), policy, decision, answer)?;
+        }
+        let shown: Vec<String> = decisions
+            .iter()
+            .map(|d| show(observed(d), d.remaining))
+            .collect();
+        self.history
+            .push(format!("{request} -> [{}]", shown.join("; ")));
+        Ok(decisions)
     }
 
     /// Reads the status of `key` at `t` ns and compares with the model.
     pub(crate) async fn try_status(&mut self, key: &Key, t: u64) -> Result<Decision, String> {
-        let request = format!("status {key} at t = {t} ns");
-        let result = self
+        let policy = self.policy.clone();
+        self.try_status_of(&policy, key, t).await
+    }
+
+    /// Reads the status of `key` under `policy` at `t` ns and compares.
+    pub(crate) async fn try_status_of(
+        &mut self,
+        policy: &Policy,
+        key: &Key,
+        t: u64,
+    ) -> Result<Decision, String> {
+        let request = format!("status {} {key} at t = {t} ns", policy.name);
+        let decision = match self
             .store
-            .status(&self.policy, key, Timestamp::from_unix_nanos(t))
-            .await;
-        let expected = self.model.status(key.encoded(), &self.policy.quota, t);
-        self.compare(request, result, expected)
+            .status(policy, key, Timestamp::from_unix_nanos(t))
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                return Err(format!(
+                    "{}\n{request}: the store failed: {e}",
+                    self.context()
+                ));
+            }
+        };
+        let expected = self.ledger.status(policy, key.encoded(), t);
+        self.compare(&request, policy, &decision, &expected)?;
+        self.history.push(format!(
+            "{request} -> {}",
+            show(observed(&decision), decision.remaining)
+        ));
+        Ok(decision)
     }
 
     /// [`Session::try_acquire`], panicking on a mismatch.
     pub(crate) async fn acquire(&mut self, key: &Key, t: u64, cost: u64) -> Decision {
         self.try_acquire(key, t, cost)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Session::try_batch`], panicking on a mismatch.
+    pub(crate) async fn batch(&mut self, checks: &[(&Policy, &Key, u64)], t: u64) -> Vec<Decision> {
+        self.try_batch(checks, t)
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     }
@@ -233,16 +329,51 @@ impl<'a> Session<'a> {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Resets `prefix` in the store and the model; returns the store's count.
-    pub(crate) async fn reset(&mut self, prefix: &Key) -> u64 {
+    /// [`Session::try_status_of`], panicking on a mismatch.
+    pub(crate) async fn status_of(&mut self, policy: &Policy, key: &Key, t: u64) -> Decision {
+        self.try_status_of(policy, key, t)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Resets every key of the session's policy that starts with `prefix`,
+    /// at `t` ns, in the store and the model; the store must count the
+    /// keys in use as the model does. Returns the count.
+    pub(crate) async fn reset(&mut self, prefix: &Key, t: u64) -> u64 {
+        let policy = self.policy.clone();
+        self.reset_of(&policy, KeyMatch::StartingWith(prefix), t)
+            .await
+    }
+
+    /// Resets the keys `keys` selects of `policy` at `t` ns; compares the
+    /// count of keys in use with the model's.
+    pub(crate) async fn reset_of(&mut self, policy: &Policy, keys: KeyMatch<'_>, t: u64) -> u64 {
         let deleted = self
             .store
-            .reset(self.policy.algorithm, prefix)
+            .reset(policy, keys, Timestamp::from_unix_nanos(t))
             .await
-            .unwrap_or_else(|e| panic!("{}\nreset {prefix} failed: {e}", self.context()));
-        self.model.reset(prefix.encoded());
-        self.history
-            .push(format!("reset {prefix} -> {deleted} deleted"));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}\nreset {} {:?} failed: {e}",
+                    self.context(),
+                    policy.name,
+                    keys
+                )
+            });
+        let expected = self
+            .ledger
+            .reset(policy, &|key: &[u8]| selects(keys, key), t);
+        assert_eq!(
+            deleted,
+            expected,
+            "{}\nreset {} {keys:?} at t = {t} ns: the store counted {deleted} keys in use, the model {expected}",
+            self.context(),
+            policy.name,
+        );
+        self.history.push(format!(
+            "reset {} {keys:?} -> {deleted} deleted",
+            policy.name
+        ));
         deleted
     }
 
@@ -266,22 +397,14 @@ impl<'a> Session<'a> {
     }
 
     fn compare(
-        &mut self,
-        request: String,
-        result: Result<Decision, ratewarden_core::StoreError>,
-        expected: Answer,
-    ) -> Result<Decision, String> {
-        let decision = match result {
-            Ok(d) => d,
-            Err(e) => {
-                return Err(format!(
-                    "{}\n{request}: the store failed: {e}",
-                    self.context()
-                ));
-            }
-        };
-        let got = observed(&decision);
-        let limit = self.policy.quota.limit();
+        &self,
+        request: &str,
+        policy: &Policy,
+        decision: &Decision,
+        expected: &Answer,
+    ) -> Result<(), String> {
+        let got = observed(decision);
+        let limit = policy.quota.limit();
         if got != expected.outcome
             || decision.remaining != expected.remaining
             || decision.limit != limit
@@ -294,9 +417,7 @@ impl<'a> Session<'a> {
                 decision.limit,
             ));
         }
-        self.history
-            .push(format!("{request} -> {}", show(got, decision.remaining)));
-        Ok(decision)
+        Ok(())
     }
 
     fn context(&self) -> String {
@@ -312,5 +433,28 @@ impl<'a> Session<'a> {
             }
         }
         text
+    }
+}
+
+/// The name most checks give their policy: the seed routes' names for
+/// their algorithms (`ping` for the fixed window, `check` for the sliding
+/// log), `conformance` for the others. A store may keep the seed routes'
+/// policies in tables of their own (SQLite keeps the seeds' tables), so
+/// the edge checks run there; the random sequences alternate between this
+/// name and another one, and the batch checks use other names, so both
+/// homes are covered.
+pub(crate) fn seed_name(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "ping",
+        Algorithm::SlidingLog => "check",
+        Algorithm::SlidingWindow | Algorithm::Gcra => "conformance",
+    }
+}
+
+/// Whether `keys` selects the key whose encoding is `encoded`.
+fn selects(keys: KeyMatch<'_>, encoded: &[u8]) -> bool {
+    match keys {
+        KeyMatch::Exactly(k) => encoded == k.encoded(),
+        KeyMatch::StartingWith(prefix) => encoded.starts_with(prefix.encoded()),
     }
 }

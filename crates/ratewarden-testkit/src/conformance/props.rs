@@ -15,7 +15,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestError, TestRunner};
 use ratewarden_core::{
-    Acquire, Algorithm, Attempt, Clock, Decision, Key, ManualClock, Outcome, Policy, Quota, Store,
+    Acquire, Algorithm, Batch, Clock, Decision, Key, ManualClock, Outcome, Policy, Quota, Store,
     Timestamp,
 };
 use tokio::runtime::Runtime;
@@ -29,7 +29,7 @@ const RETRY_CASES: u32 = 64;
 /// Denials per case whose `retry_after` is replayed.
 const RETRIES_PER_CASE: usize = 3;
 /// Keys per case.
-const KEYS: usize = 3;
+pub(super) const KEYS: usize = 3;
 
 /// One random test case: a quota and requests on a few keys.
 #[derive(Debug, Clone)]
@@ -37,12 +37,14 @@ struct Scenario {
     limit: u64,
     window_nanos: u64,
     burst: Option<u64>,
+    /// Fixed window only: whether denied attempts are counted.
+    count_denied: bool,
     start_nanos: u64,
     requests: Vec<Request>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Request {
+pub(super) struct Request {
     /// Which of the case's [`KEYS`] keys.
     key: usize,
     /// How far the clock moves before the request.
@@ -59,7 +61,7 @@ enum Op {
 /// A clock step, resolved against the current time and the quota so that
 /// shrinking keeps it meaningful.
 #[derive(Debug, Clone, Copy)]
-enum Step {
+pub(super) enum Step {
     /// The same instant.
     Same,
     /// A few nanoseconds.
@@ -77,6 +79,11 @@ enum Step {
 impl Scenario {
     fn quota(&self) -> Quota {
         let q = quota(self.limit, self.window_nanos);
+        let q = if self.count_denied {
+            q.counting_denied()
+        } else {
+            q
+        };
         match self.burst {
             Some(b) => q.with_burst(b),
             None => q,
@@ -86,7 +93,7 @@ impl Scenario {
 
 impl Step {
     /// The step in nanoseconds from `now` (never negative).
-    fn resolve(self, now: u64, quota: &Quota) -> u64 {
+    pub(super) fn resolve(self, now: u64, quota: &Quota) -> u64 {
         let w = quota.window_nanos();
         let offset = |base: u64, delta: i8| -> u64 { base.saturating_add_signed(i64::from(delta)) };
         match self {
@@ -121,24 +128,39 @@ fn scenario(algorithm: Algorithm) -> impl Strategy<Value = Scenario> {
     } else {
         Just(None).boxed()
     };
+    let count_denied = if algorithm == Algorithm::FixedWindow {
+        any::<bool>().boxed()
+    } else {
+        Just(false).boxed()
+    };
     let start = prop_oneof![
         Just(0u64),
         0u64..=1_000_000_000_000_000,
         (0u64..=5_000_000_000).prop_map(|n| 1_767_225_600_000_000_000 + n),
     ];
-    (0u64..=6, window, burst, start, vec(request(), 1..=40)).prop_map(
-        |(limit, window_nanos, burst, start_nanos, requests)| Scenario {
-            limit,
-            window_nanos,
-            burst,
-            start_nanos,
-            requests,
-        },
+    (
+        0u64..=6,
+        window,
+        burst,
+        count_denied,
+        start,
+        vec(request(), 1..=40),
     )
+        .prop_map(
+            |(limit, window_nanos, burst, count_denied, start_nanos, requests)| Scenario {
+                limit,
+                window_nanos,
+                burst,
+                count_denied,
+                start_nanos,
+                requests,
+            },
+        )
 }
 
-fn request() -> impl Strategy<Value = Request> {
-    let step = prop_oneof![
+/// A clock step, mostly to the instants that matter.
+pub(super) fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
         3 => Just(Step::Same),
         2 => (1u64..=3).prop_map(Step::Nanos),
         3 => (0u64..=2, -1i8..=1).prop_map(|(windows, delta)| Step::Windows { windows, delta }),
@@ -146,23 +168,26 @@ fn request() -> impl Strategy<Value = Request> {
         2 => (0u64..=3, -1i8..=1)
             .prop_map(|(intervals, delta)| Step::Intervals { intervals, delta }),
         3 => (0u64..1_000_000).prop_map(|ppm| Step::Within { ppm }),
-    ];
+    ]
+}
+
+fn request() -> impl Strategy<Value = Request> {
     let op = prop_oneof![
         8 => (1u64..=3).prop_map(|cost| Op::Acquire { cost }),
         1 => Just(Op::Status),
     ];
-    (0..KEYS, step, op).prop_map(|(key, step, op)| Request { key, step, op })
+    (0..KEYS, step(), op).prop_map(|(key, step, op)| Request { key, step, op })
 }
 
 /// A number no earlier case of this process used.
-fn fresh_case() -> u64 {
+pub(super) fn fresh_case() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The keys of one case, in three shapes stores may keep differently: a
 /// one-part UTF-8 key, seed B's `(user id, endpoint)`, and a non-UTF-8 part.
-fn case_keys(case: u64) -> [Key; KEYS] {
+pub(super) fn case_keys(case: u64) -> [Key; KEYS] {
     [
         key([format!("case{case}")]),
         key([case.to_string().as_bytes(), b"/endpoint"]),
@@ -191,8 +216,18 @@ async fn matches_model(
     algorithm: Algorithm,
     scenario: &Scenario,
 ) -> Result<(), String> {
-    let keys = case_keys(fresh_case());
-    let mut session = Session::new(store, algorithm, scenario.quota());
+    let case = fresh_case();
+    let keys = case_keys(case);
+    // Alternate between the seed route's name and another one: a store
+    // may keep them in different tables.
+    let mut session = if case % 2 == 0 {
+        Session::new(store, algorithm, scenario.quota())
+    } else {
+        Session::of(
+            store,
+            Policy::new("conformance", algorithm, scenario.quota()),
+        )
+    };
     for (request, t) in scenario.requests.iter().zip(times(scenario)) {
         let key = &keys[request.key];
         match request.op {
@@ -229,18 +264,21 @@ async fn acquire(
     cost: u64,
 ) -> Result<Decision, String> {
     let cost = NonZeroU64::new(cost).ok_or("cost 0")?;
-    store
-        .acquire(Acquire {
-            policy,
-            key,
-            attempt: Attempt {
-                now: Timestamp::from_unix_nanos(t),
-                cost,
-            },
-            audit: None,
-        })
+    let check = Acquire {
+        policy,
+        key,
+        cost,
+        audit: None,
+    };
+    let batch = Batch::one(Timestamp::from_unix_nanos(t), check);
+    let decisions = store
+        .acquire(&batch)
         .await
-        .map_err(|e| format!("acquire {key} at {t} failed: {e}"))
+        .map_err(|e| format!("acquire {key} at {t} failed: {e}"))?;
+    decisions
+        .first()
+        .copied()
+        .ok_or_else(|| format!("acquire {key} at {t}: no decision"))
 }
 
 /// Runs one case; for the first few denials, replays the key's history
@@ -251,11 +289,7 @@ async fn retry_after_holds(
     algorithm: Algorithm,
     scenario: &Scenario,
 ) -> Result<(), String> {
-    let policy = Policy {
-        name: "conformance".into(),
-        algorithm,
-        quota: scenario.quota(),
-    };
+    let policy = Policy::new(super::seed_name(algorithm), algorithm, scenario.quota());
     let keys = case_keys(fresh_case());
     let mut history: [Vec<(u64, u64)>; KEYS] = Default::default();
     let mut replayed = 0;
@@ -339,7 +373,7 @@ pub async fn retry_after_is_the_shortest_wait(store: Arc<dyn Store>, algorithm: 
 
 /// `cases` cases unless `PROPTEST_CASES` says otherwise; failing seeds are
 /// kept in `file`, relative to the crate under test.
-fn config(cases: u32, file: &'static str) -> Config {
+pub(super) fn config(cases: u32, file: &'static str) -> Config {
     let mut config = Config {
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(file))),
         ..Config::default()
@@ -350,7 +384,7 @@ fn config(cases: u32, file: &'static str) -> Config {
     config
 }
 
-fn report(algorithm: Algorithm, result: Result<(), TestError<Scenario>>) {
+pub(super) fn report<T: std::fmt::Debug>(algorithm: Algorithm, result: Result<(), TestError<T>>) {
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, case)) => {
@@ -363,7 +397,7 @@ fn report(algorithm: Algorithm, result: Result<(), TestError<Scenario>>) {
 /// Runs `body` on a blocking thread with a current-thread runtime of its
 /// own (proptest is synchronous; the store is async), and re-raises its
 /// panic here so the test fails with the original message.
-async fn on_proptest_thread<F>(body: F)
+pub(super) async fn on_proptest_thread<F>(body: F)
 where
     F: FnOnce(&Runtime) + Send + 'static,
 {

@@ -21,7 +21,7 @@ pub async fn status_never_creates_or_changes_state(store: Arc<dyn Store>, algori
         assert_eq!(first, again, "{algorithm}: two status reads at {t} differ");
     }
     assert_eq!(
-        s.reset(&k).await,
+        s.reset(&k, T0).await,
         0,
         "{algorithm}: status created state for {k}"
     );
@@ -61,25 +61,29 @@ pub async fn reset_clears_a_key_or_a_prefix_only(store: Arc<dyn Store>, algorith
     status_all(&mut s, &all, T0 + 1).await;
 
     assert_eq!(
-        s.reset(&key(["nobody"])).await,
+        s.reset(&key(["nobody"]), T0 + 2).await,
         0,
         "{algorithm}: reset of an unknown key"
     );
     assert!(
-        s.reset(&ub).await > 0,
+        s.reset(&ub, T0 + 2).await > 0,
         "{algorithm}: reset of {ub} deleted nothing"
     );
     status_all(&mut s, &all, T0 + 2).await;
-    assert_eq!(s.reset(&ub).await, 0, "{algorithm}: {ub} was reset twice");
+    assert_eq!(
+        s.reset(&ub, T0 + 2).await,
+        0,
+        "{algorithm}: {ub} was reset twice"
+    );
 
     assert!(
-        s.reset(&u).await > 0,
+        s.reset(&u, T0 + 3).await > 0,
         "{algorithm}: reset of prefix {u} deleted nothing"
     );
     status_all(&mut s, &all, T0 + 3).await;
 
     assert!(
-        s.reset(&key(["7"])).await > 0,
+        s.reset(&key(["7"]), T0 + 4).await > 0,
         "{algorithm}: reset of prefix [\"7\"]"
     );
     status_all(&mut s, &all, T0 + 4).await;
@@ -144,8 +148,8 @@ pub async fn keys_are_opaque_and_independent(store: Arc<dyn Store>, algorithm: A
     for k in &keys {
         s.status(k, T0 + 1).await;
     }
-    s.reset(&key(["abc"])).await;
-    s.reset(&key(["a"])).await;
+    s.reset(&key(["abc"]), T0 + 2).await;
+    s.reset(&key(["a"]), T0 + 2).await;
     for k in &keys {
         s.status(k, T0 + 2).await;
         s.acquire(k, T0 + 2, 1).await;

@@ -1,4 +1,4 @@
-//! `POST /rate/check`: seed B's sliding-log check (SPEC section 2).
+//! `POST /rate/check`: seed B's sliding-log check, the policy `check`.
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -7,9 +7,14 @@ use ratewarden_core::{Key, ceil_secs};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::extract::{self, JsonObject};
-use crate::problem::ApiError;
+use ratewarden_limiter::Check;
+
+use crate::http::extract::{self, JsonObject};
+use crate::http::problem::ApiError;
 use crate::state::AppState;
+
+/// The seed route's policy.
+pub const CHECK: &str = "check";
 
 /// The body of `POST /rate/check` and `GET /rate/status`.
 #[derive(Debug, Serialize)]
@@ -31,7 +36,7 @@ pub struct LogUsage {
 }
 
 /// Records one event for (user, endpoint) when under the limit; 200 or 429.
-/// Checks the header before the body (SPEC section 2's order).
+/// Checks the header before the body (seed B's order).
 pub async fn handle(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -45,25 +50,29 @@ pub async fn handle(
         Some(_) => return Err(ApiError::unprocessable("'endpoint' must be a string")),
     };
     let key = user_key(user_id, &endpoint)?;
-    let verdict = state.acquire(&state.check, &key, None).await?;
-    let decision = verdict.decision;
+    let outcome = state.limiter.check(&[Check::one(CHECK, &key)]).await?;
+    let result = outcome
+        .results
+        .first()
+        .ok_or_else(|| ApiError::internal(&"no result"))?;
+    let (policy, decision) = (&result.policy.policy, result.decision);
     let body = LogUsage {
         user_id,
         count: decision.used,
         limit: decision.limit,
         remaining: decision.remaining,
-        window_seconds: ceil_secs(state.check.quota.window()),
+        window_seconds: ceil_secs(policy.quota.window()),
         reset_after: ceil_secs(decision.reset_after),
         endpoint,
     };
     let detail = || {
         format!(
             "{} for user {user_id} on endpoint {:?}.",
-            super::limit_text(&state.check),
+            super::limit_text(policy),
             body.endpoint
         )
     };
-    Ok(super::limited(&state.check, &verdict, &body, detail))
+    Ok(super::limited(&outcome, &body, detail))
 }
 
 /// The engine key of (user, endpoint): two parts, the id in canonical decimal.

@@ -1,12 +1,12 @@
-//! `GET /status?key=K`: seed A's read-only counter (SPEC section 1).
+//! `GET /status?key=K`: seed A's read-only counter of the policy `ping`.
 
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use ratewarden_core::Key;
 
-use super::ping::WindowUsage;
-use crate::extract::query_param;
-use crate::problem::ApiError;
+use super::ping::{PING, WindowUsage};
+use crate::http::extract::query_param;
+use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 /// The current window's usage of `key`, without counting this request.
@@ -21,7 +21,11 @@ pub async fn handle(
         })?;
     let key = Key::single(&raw)
         .map_err(|e| ApiError::unprocessable(format!("'key' is not usable: {e}")))?;
-    let now = state.clock.now();
-    let decision = state.store.status(&state.ping, &key, now).await?;
-    Ok(Json(WindowUsage::new(&raw, &state.ping, &decision, now)))
+    let status = state.limiter.status(PING, &key).await?;
+    Ok(Json(WindowUsage::new(
+        &raw,
+        &status.policy.policy,
+        &status.decision,
+        status.now,
+    )))
 }

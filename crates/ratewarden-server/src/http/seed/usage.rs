@@ -1,13 +1,13 @@
-//! `GET /rate/status?endpoint=E`: seed B's usage read (SPEC section 2).
+//! `GET /rate/status?endpoint=E`: seed B's usage read of the policy `check`.
 
 use axum::Json;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use ratewarden_core::ceil_secs;
 
-use super::check::{LogUsage, user_key};
-use crate::extract::{self, query_param};
-use crate::problem::ApiError;
+use super::check::{CHECK, LogUsage, user_key};
+use crate::http::extract::{self, query_param};
+use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 /// Current usage of (user, endpoint), recording nothing.
@@ -19,17 +19,15 @@ pub async fn handle(
     let user_id = extract::user_id(&headers)?;
     let endpoint = extract::endpoint(query_param(query.as_deref(), "endpoint")?.as_deref())?;
     let key = user_key(user_id, &endpoint)?;
-    let decision = state
-        .store
-        .status(&state.check, &key, state.clock.now())
-        .await?;
+    let status = state.limiter.status(CHECK, &key).await?;
+    let decision = status.decision;
     Ok(Json(LogUsage {
         user_id,
         endpoint,
         count: decision.used,
         limit: decision.limit,
         remaining: decision.remaining,
-        window_seconds: ceil_secs(state.check.quota.window()),
+        window_seconds: ceil_secs(status.policy.policy.quota.window()),
         reset_after: ceil_secs(decision.reset_after),
     }))
 }

@@ -234,6 +234,21 @@ pub async fn with_instance(
     }
 }
 
+/// The decision layer's errors: an unknown policy is 404, an unavailable
+/// store 503, a failed one 500.
+impl From<ratewarden_limiter::CheckError> for ApiError {
+    fn from(e: ratewarden_limiter::CheckError) -> ApiError {
+        use ratewarden_limiter::CheckError;
+        match e {
+            CheckError::UnknownPolicy(name) => {
+                ApiError::not_found(format!("no policy is named '{name}'"))
+            }
+            CheckError::Unavailable(e) => ApiError::unavailable(&e),
+            CheckError::Failed(e) => ApiError::internal(&e),
+        }
+    }
+}
+
 /// Store errors: transient ones are 503, permanent ones 500.
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {

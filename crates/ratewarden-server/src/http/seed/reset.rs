@@ -1,17 +1,20 @@
 //! `DELETE /rate/reset/{userId}[?endpoint=E]`: admin-only, fail-closed reset
-//! of seed B's counters (SPEC section 2). Auth is checked before the path.
+//! of the policy `check`'s counters (seed B). Auth is checked before the
+//! path.
+
+use std::net::SocketAddr;
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{HeaderMap, Uri};
-use ratewarden_core::{Algorithm, Key};
+use ratewarden_core::{Key, KeyMatch};
 use serde::Serialize;
-use subtle::ConstantTimeEq;
 
-use super::check::user_key;
-use crate::extract::{self, query_param};
-use crate::problem::ApiError;
+use super::check::{CHECK, user_key};
+use crate::http::admin;
+use crate::http::extract::{self, query_param};
+use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 /// What a reset deleted.
@@ -21,19 +24,21 @@ pub struct Reset {
     pub user_id: u64,
     /// The endpoint, or `null` for all of the user's endpoints.
     pub endpoint: Option<String>,
-    /// How many recorded events were deleted.
+    /// How many counters (endpoints of the user) were reset: those whose
+    /// sliding log still held a live event; the same count on every store.
     pub deleted: u64,
 }
 
 /// Deletes the user's events, all endpoints or one.
 pub async fn handle(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     uri: Uri,
     path: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Reset>, ApiError> {
-    authorize(&state, &headers)?;
+    admin::authorize(&state, &headers, peer, "DELETE /rate/reset")?;
     let raw = path.map(|Path(p)| p).unwrap_or_default();
     let user_id = extract::parse_user_id(raw.as_bytes()).ok_or_else(|| {
         // The path as sent: a segment that does not decode to UTF-8
@@ -48,31 +53,23 @@ pub async fn handle(
         Some(raw) => Some(extract::endpoint(Some(&raw))?),
         None => None,
     };
-    let prefix = match &endpoint {
-        Some(e) => user_key(user_id, e)?,
-        None => Key::single(user_id.to_string()).map_err(|e| ApiError::internal(&e))?,
+    let deleted = match &endpoint {
+        Some(e) => {
+            let key = user_key(user_id, e)?;
+            state.limiter.reset(CHECK, KeyMatch::Exactly(&key)).await?
+        }
+        None => {
+            let user = Key::single(user_id.to_string()).map_err(|e| ApiError::internal(&e))?;
+            state
+                .limiter
+                .reset(CHECK, KeyMatch::StartingWith(&user))
+                .await?
+        }
     };
-    let deleted = state.store.reset(Algorithm::SlidingLog, &prefix).await?;
-    tracing::info!(user_id, endpoint = ?endpoint, deleted, "counters reset");
+    tracing::info!(%peer, user_id, endpoint = ?endpoint, deleted, "admin: counters reset");
     Ok(Json(Reset {
         user_id,
         endpoint,
         deleted,
     }))
-}
-
-/// 403 unless a key is configured and exactly one `X-Admin-Key` header
-/// equals it (constant-time comparison).
-fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(expected) = &state.admin_key else {
-        return Err(ApiError::forbidden(
-            "resets are disabled: no admin key is configured on the server",
-        ));
-    };
-    let mut sent = headers.get_all("x-admin-key").iter();
-    match (sent.next(), sent.next()) {
-        (Some(key), None) if bool::from(expected.as_bytes().ct_eq(key.as_bytes())) => Ok(()),
-        (None, _) => Err(ApiError::forbidden("an X-Admin-Key header is required")),
-        _ => Err(ApiError::forbidden("the X-Admin-Key is not valid")),
-    }
 }

@@ -6,7 +6,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
 use percent_encoding::percent_decode;
 
-use crate::problem::ApiError;
+use super::problem::ApiError;
 use crate::state::AppState;
 
 /// The longest `endpoint`, in Unicode scalar values (seed B, SPEC section 2).

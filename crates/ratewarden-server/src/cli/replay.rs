@@ -20,6 +20,10 @@
 //!   non-UTF-8 keys pass), fields parsed in place, numbers formatted with
 //!   `itoa` into a [`BufWriter`]. The only allocation per line is the
 //!   [`Key`] itself (the core has no borrowed key type).
+//! - **The store directly, not the decision layer.** Replay is an offline
+//!   simulator: the trace brings its own times and there is one policy, so
+//!   it needs neither the limiter's clock nor its policy set, failure modes
+//!   or metrics; it feeds the store the same batches the limiter would.
 //! - **Memory store without async.** [`MemoryStore::acquire_now`](ratewarden_core::MemoryStore::acquire_now) never
 //!   waits, so the memory path is a plain loop. Other stores go through the
 //!   async [`Store`](ratewarden_core::Store) trait on a current-thread runtime, one request at a
@@ -41,12 +45,14 @@ use std::fmt;
 use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
 use std::num::NonZeroU64;
 
+use ratewarden_config::StoreOptions;
 use ratewarden_core::algorithm::gcra::MAX_TAT;
 use ratewarden_core::{
-    Acquire, Attempt, Decision, Key, KeyError, Outcome, Policy, StoreError, Timestamp, ceil_millis,
+    Acquire, Attempt, Batch, Decision, Key, KeyError, Outcome, Policy, StoreError, Timestamp,
+    ceil_millis,
 };
 
-use crate::config::{ReplaySettings, StoreOptions};
+use super::args::ReplaySettings;
 use crate::startup::{OpenedStore, StartupError, open_store};
 
 /// The latest time a trace may use, in milliseconds since the epoch
@@ -237,13 +243,17 @@ pub fn replay(
                 .enable_all()
                 .build()
                 .map_err(ReplayError::Runtime)?;
-            let mut decide = |key: &Key, attempt| {
-                runtime.block_on(store.acquire(Acquire {
-                    policy,
-                    key,
-                    attempt,
-                    audit: None,
-                }))
+            let mut decide = |key: &Key, attempt: Attempt| {
+                let check = Acquire {
+                    cost: attempt.cost,
+                    ..Acquire::one(policy, key)
+                };
+                let batch = Batch::one(attempt.now, check);
+                let decisions = runtime.block_on(store.acquire(&batch))?;
+                decisions
+                    .first()
+                    .copied()
+                    .ok_or_else(|| StoreError::Failed("the store answered no decision".into()))
             };
             let result = replay_with(&mut decide, input, output, progress);
             runtime.block_on(store.close());
@@ -641,11 +651,7 @@ mod tests {
         window: Duration,
         trace: &str,
     ) -> Result<(String, Summary), ReplayError> {
-        let policy = Policy {
-            name: "t".into(),
-            algorithm,
-            quota: Quota::new(limit, window).unwrap(),
-        };
+        let policy = Policy::new("t", algorithm, Quota::new(limit, window).unwrap());
         let mut out = Vec::new();
         let summary = replay(
             &policy,

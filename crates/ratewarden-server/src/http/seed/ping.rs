@@ -1,4 +1,5 @@
-//! `GET /ping`: the fixed-window route of seed A (SPEC section 1).
+//! `GET /ping`: the fixed-window route of seed A (docs/semantics.md), the
+//! policy `ping`.
 
 use std::net::SocketAddr;
 
@@ -9,11 +10,16 @@ use ratewarden_core::algorithm::fixed_window;
 use ratewarden_core::{Audit, Decision, Key, Policy, Timestamp, ceil_secs};
 use serde::Serialize;
 
-use crate::key_source::client_key;
-use crate::problem::ApiError;
+use ratewarden_limiter::Check;
+
+use crate::http::key_source::client_key;
+use crate::http::problem::ApiError;
 use crate::state::AppState;
 
-/// The body of `GET /ping` and `GET /status` (SPEC section 1).
+/// The seed route's policy.
+pub const PING: &str = "ping";
+
+/// The body of `GET /ping` and `GET /status`.
 #[derive(Debug, Serialize)]
 pub struct WindowUsage {
     /// The client key (invalid UTF-8 replaced by U+FFFD).
@@ -57,14 +63,21 @@ pub async fn handle(
     let raw = client_key(&state.ping_key, &headers, peer);
     let key = Key::single(&raw)
         .map_err(|e| ApiError::bad_request(format!("the client key is not usable: {e}")))?;
-    let verdict = state
-        .acquire(&state.ping, &key, Some(Audit { path: "/ping" }))
-        .await?;
-    let body = WindowUsage::new(&raw, &state.ping, &verdict.decision, verdict.now);
-    Ok(super::limited(&state.ping, &verdict, body, || {
+    let check = Check {
+        audit: Some(Audit { path: "/ping" }),
+        ..Check::one(PING, &key)
+    };
+    let outcome = state.limiter.check(&[check]).await?;
+    let result = outcome
+        .results
+        .first()
+        .ok_or_else(|| ApiError::internal(&"no result"))?;
+    let policy = &result.policy.policy;
+    let body = WindowUsage::new(&raw, policy, &result.decision, outcome.now);
+    Ok(super::limited(&outcome, body, || {
         format!(
             "{} for key '{}'.",
-            super::limit_text(&state.ping),
+            super::limit_text(policy),
             raw.escape_ascii()
         )
     }))

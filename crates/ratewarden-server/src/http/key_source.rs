@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use axum::http::HeaderMap;
 use ipnet::IpNet;
 
-use crate::config::KeySource;
+use ratewarden_config::KeySource;
 
 /// The key used when `X-Client-Key` is missing or empty (seed A).
 pub const DEFAULT_CLIENT_KEY: &str = "127.0.0.1";

@@ -1,0 +1,84 @@
+//! ratewarden's configuration: the TOML file, the values every source
+//! shares, and the resolved settings.
+//!
+//! Precedence: flag > environment variable > file > default. The command
+//! line (in `ratewarden-server`) parses flags and `RATEWARDEN_*`
+//! variables into [`Overrides`] with this crate's parsers ([`values`]);
+//! [`ConfigFile`] reads `--config FILE` into its own [`Overrides`] and
+//! the policies; [`Settings::resolve`] merges them, builds the seed
+//! routes' policies (`ping`, `check`) and the policy set, and reports
+//! every error it finds.
+//!
+//! ```
+//! use std::path::Path;
+//! use ratewarden_config::{ConfigFile, Overrides, Settings};
+//!
+//! let text = r#"
+//! ping_limit = 5
+//!
+//! [[policies]]
+//! name = "api"
+//! algorithm = "gcra"
+//! limit = 100
+//! window = "1m"
+//! burst = 20
+//! "#;
+//! let file = ConfigFile::parse(Path::new("ratewarden.toml"), text).unwrap();
+//! let settings = Settings::resolve(Overrides::default(), Some(&file), None).unwrap();
+//! let names: Vec<&str> = settings.policies.iter().map(|p| p.name()).collect();
+//! assert_eq!(names, ["ping", "check", "api"]);
+//!
+//! let broken = ConfigFile::parse(Path::new("ratewarden.toml"), "[[policies]]\nname = \"x\"\nlimit = -1\n");
+//! let first = broken.unwrap_err().to_string();
+//! assert!(first.starts_with("ratewarden.toml:"), "{first}");
+//! ```
+//!
+//! # Layout
+//! - `values.rs`: the parsers of single values (limits, durations, stores,
+//!   networks, policy names).
+//! - `settings.rs`: [`Overrides`], [`Settings`] and the setting types
+//!   ([`StoreConfig`], [`KeySource`], [`TimeSource`], [`AdminKey`]).
+//! - `file.rs`: [`ConfigFile`] and [`PolicySpec`]: the TOML walk.
+//! - `error.rs`: [`ConfigError`] (`FILE:LINE:COLUMN: key: message`) and
+//!   [`ConfigErrors`].
+
+mod error;
+mod file;
+mod settings;
+pub mod values;
+
+pub use error::{ConfigError, ConfigErrors, Location};
+pub use file::{ConfigFile, PolicySpec};
+pub use settings::{
+    ADMIN_KEY_ENV, AdminKey, KeySource, KeySourceKind, Overrides, SEED_POLICIES, Settings,
+    StoreConfig, StoreOptions, TimeSource,
+};
+
+/// Checks the file at `path` as `serve --config` would load it (with no
+/// flags or environment): `Ok` with one line per policy, or every error.
+///
+/// # Errors
+/// Every error found in the file and in the settings it makes.
+pub fn check_config(path: &std::path::Path) -> Result<Vec<String>, ConfigErrors> {
+    let file = ConfigFile::load(path)?;
+    let settings = Settings::resolve(Overrides::default(), Some(&file), None)?;
+    Ok(settings
+        .policies
+        .iter()
+        .map(|def| {
+            let mut line = def.policy.to_string();
+            if def.policy.mode == ratewarden_core::Mode::Shadow {
+                line.push_str(", shadow");
+            }
+            if def.policy.counts_denied() {
+                line.push_str(", counts denied attempts");
+            }
+            line.push_str(&format!(", on store error {}", def.on_store_error.as_str()));
+            if !def.key.is_empty() {
+                let parts: Vec<String> = def.key.iter().map(ToString::to_string).collect();
+                line.push_str(&format!(", key [{}]", parts.join(", ")));
+            }
+            line
+        })
+        .collect())
+}

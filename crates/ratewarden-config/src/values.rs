@@ -1,0 +1,223 @@
+//! The values a setting can take, parsed the same way from a flag, an
+//! environment variable or the configuration file. Each parser returns a
+//! message naming the offending value; the caller adds where it came from
+//! (the flag, or `FILE:LINE:COLUMN` and the key).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use ratewarden_core::Algorithm;
+use ratewarden_core::quota::MAX_COUNT;
+use ratewarden_redis::RedisConfig;
+
+use crate::settings::StoreConfig;
+
+/// The longest window or duration any setting takes: 100 years.
+pub const MAX_WINDOW_SECS: u64 = 100 * 365 * 24 * 60 * 60;
+
+/// A whole number of 0 or more, as decimal ASCII digits.
+pub fn whole_number(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("'{s}' is not a whole number of 0 or more"));
+    }
+    t.parse::<u64>().map_err(|_| format!("'{s}' is too large"))
+}
+
+/// A limit: a whole number from 0 (refuse everything) up to 2^63 − 2.
+pub fn parse_limit(s: &str) -> Result<u64, String> {
+    check_limit(whole_number(s)?)
+}
+
+/// [`parse_limit`]'s range check on a number.
+pub fn check_limit(n: u64) -> Result<u64, String> {
+    if n >= MAX_COUNT {
+        return Err(format!(
+            "{n} is too large; the maximum is {}",
+            MAX_COUNT - 1
+        ));
+    }
+    Ok(n)
+}
+
+/// A GCRA burst: a limit of at least 1 (a burst of 0 would make every
+/// request "never").
+pub fn parse_burst(s: &str) -> Result<u64, String> {
+    check_burst(whole_number(s)?)
+}
+
+/// [`parse_burst`]'s range check on a number.
+pub fn check_burst(n: u64) -> Result<u64, String> {
+    match check_limit(n)? {
+        0 => Err("a burst must be at least 1".to_owned()),
+        n => Ok(n),
+    }
+}
+
+/// A duration in whole seconds, at least 1 (a window of 0 is refused) and
+/// at most 100 years.
+pub fn parse_secs(s: &str) -> Result<u64, String> {
+    check_secs(whole_number(s)?)
+}
+
+/// [`parse_secs`]'s range check on a number.
+pub fn check_secs(n: u64) -> Result<u64, String> {
+    match n {
+        0 => Err(format!("{n} must be at least 1 second")),
+        n if n > MAX_WINDOW_SECS => Err(format!(
+            "{n} is longer than the maximum of {MAX_WINDOW_SECS} seconds (100 years)"
+        )),
+        n => Ok(n),
+    }
+}
+
+/// A duration with a unit: a whole number of at least 1 followed by `ms`,
+/// `s`, `m`, `h` or `d` (`500ms`, `60s`, `1h`), at most 100 years.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let digits_end = s
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(s.len());
+    let (digits, unit) = s.split_at(digits_end);
+    let unit_millis: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    if digits.is_empty() || unit_millis == 0 {
+        return Err(format!(
+            "'{s}' is not a whole number followed by a unit ms, s, m, h or d (e.g. 500ms, 60s, 1h)"
+        ));
+    }
+    let too_long = || format!("'{s}' is longer than the maximum of 100 years");
+    let millis = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_millis))
+        .ok_or_else(too_long)?;
+    match millis {
+        0 => Err(format!("'{s}' must be longer than zero")),
+        m if m > MAX_WINDOW_SECS * 1_000 => Err(too_long()),
+        m => Ok(Duration::from_millis(m)),
+    }
+}
+
+/// `fixed_window`, `sliding_log`, `sliding_window` or `gcra`.
+pub fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse::<Algorithm>().map_err(|e| e.to_string())
+}
+
+/// Milliseconds from 1 to one hour.
+pub fn parse_timeout_ms(s: &str) -> Result<u64, String> {
+    check_timeout_ms(whole_number(s)?)
+}
+
+/// [`parse_timeout_ms`]'s range check on a number.
+pub fn check_timeout_ms(n: u64) -> Result<u64, String> {
+    match n {
+        0 => Err(format!("{n} must be at least 1 millisecond")),
+        n if n > 3_600_000 => Err(format!("{n} is longer than one hour")),
+        n => Ok(n),
+    }
+}
+
+/// A body size in bytes, at least 1.
+pub fn parse_body_limit(s: &str) -> Result<usize, String> {
+    check_body_limit(whole_number(s)?)
+}
+
+/// [`parse_body_limit`]'s range check on a number.
+pub fn check_body_limit(n: u64) -> Result<usize, String> {
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{n} must be at least 1 byte"))
+}
+
+/// An IP address (a network of one) or a CIDR block.
+pub fn parse_net(s: &str) -> Result<IpNet, String> {
+    let t = s.trim();
+    t.parse::<IpNet>()
+        .or_else(|_| t.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("'{s}' is neither an IP address nor a CIDR block"))
+}
+
+/// `memory`, `sqlite:PATH` or a Redis URL (`redis://HOST:PORT/DB`). The
+/// message never repeats a Redis URL as typed (it may hold a password).
+pub fn parse_store(s: &str) -> Result<StoreConfig, String> {
+    match s.split_once(':') {
+        _ if s == "memory" => Ok(StoreConfig::Memory),
+        Some(("sqlite", path)) if !path.is_empty() => Ok(StoreConfig::Sqlite(PathBuf::from(path))),
+        Some(("redis" | "rediss" | "redis+unix", _)) => RedisConfig::from_url(s)
+            .map(StoreConfig::Redis)
+            .map_err(|e| e.to_string()),
+        _ => Err(format!(
+            "'{s}' is not a store: use memory, sqlite:PATH or redis://HOST:PORT/DB"
+        )),
+    }
+}
+
+/// A policy name: 1 to 64 characters of `[A-Za-z0-9_.-]`.
+pub fn check_policy_name(s: &str) -> Result<&str, String> {
+    let ok = (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if ok {
+        Ok(s)
+    } else {
+        Err(format!(
+            "'{s}' is not a policy name: 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_a_unit() {
+        for (text, d) in [
+            ("500ms", Duration::from_millis(500)),
+            ("60s", Duration::from_secs(60)),
+            ("2m", Duration::from_secs(120)),
+            ("1h", Duration::from_secs(3600)),
+            ("7d", Duration::from_secs(7 * 86_400)),
+            ("36500d", Duration::from_secs(MAX_WINDOW_SECS)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(d), "{text}");
+        }
+        for bad in [
+            "60", "0s", "1.5s", "-1s", "s", "", "1S", " 1s", "1us", "36501d",
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.contains(&format!("'{bad}'")), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_checked_with_the_value_named() {
+        assert_eq!(parse_limit("0"), Ok(0));
+        assert!(parse_limit("-1").unwrap_err().contains("'-1'"));
+        assert!(parse_limit("9223372036854775807").is_err());
+        assert!(parse_burst("0").is_err());
+        assert!(parse_secs("0").is_err());
+        assert!(parse_timeout_ms("3600001").is_err());
+        assert!(parse_body_limit("0").is_err());
+        assert!(parse_net("10.0.0.0/8").is_ok() && parse_net("::1").is_ok());
+        assert!(parse_net("10.0.0.0/33").is_err());
+    }
+
+    #[test]
+    fn policy_names_are_short_and_plain() {
+        assert!(check_policy_name("api.v1-per_user").is_ok());
+        for bad in ["", "a b", "a/b", "ä", &"x".repeat(65)] {
+            assert!(check_policy_name(bad).is_err(), "{bad}");
+        }
+    }
+}

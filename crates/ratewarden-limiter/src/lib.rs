@@ -1,0 +1,56 @@
+//! ratewarden's decision layer: what every interface asks.
+//!
+//! A [`Limiter`] holds the store, the clock and the current [`PolicySet`]
+//! (swapped atomically on reload), and answers [`Limiter::check`] for a
+//! list of [`Check`]s, all or nothing: the request passes only if every
+//! policy allows it, and a denied request charges no policy. Around the
+//! store's atomic step it applies what is policy, not algorithm: shadow
+//! mode (a would-be denial passes and is reported as `shadow_denied`),
+//! fail open / fail closed per policy when the store cannot answer,
+//! pruning, and the decision metrics. It knows policies, not wire
+//! formats: HTTP, gRPC and the tower Layer translate their requests into
+//! checks and the [`Outcome`] into their answers.
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use ratewarden_core::{Algorithm, Key, MemoryStore, Policy, Quota, SystemClock};
+//! use ratewarden_limiter::{Check, FailureMode, Limiter, PolicyDef, PolicySet};
+//!
+//! let minute = Duration::from_secs(60);
+//! let policies = PolicySet::new([
+//!     PolicyDef::new(Policy::new("per-user", Algorithm::Gcra, Quota::new(100, minute)?), FailureMode::Open),
+//!     PolicyDef::new(Policy::new("global", Algorithm::FixedWindow, Quota::new(10_000, minute)?), FailureMode::Closed),
+//! ])?;
+//! let limiter = Limiter::new(Arc::new(MemoryStore::new()), Arc::new(SystemClock), policies);
+//! let (user, all) = (Key::single("alice")?, Key::single("all")?);
+//! let outcome = limiter.check(&[Check::one("per-user", &user), Check::one("global", &all)]).await?;
+//! assert!(outcome.allowed);
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - `policy.rs`: [`PolicyDef`], [`PolicySet`], [`FailureMode`],
+//!   [`KeyPart`], [`RequestMatch`] and [`PathPattern`].
+//! - `limiter.rs`: [`Limiter`], [`Check`], [`Outcome`], [`CheckResult`],
+//!   [`Status`], [`CheckError`].
+//! - `prune.rs`: [`Pruner`], the background deletion of expired state.
+//!
+//! # Metrics
+//! Through the `metrics` facade (free when no recorder is installed):
+//! `ratewarden_decisions_total{policy, outcome}` with outcome `allowed`,
+//! `denied`, `never`, `shadow_denied` or `failed_open`;
+//! `ratewarden_decision_duration_seconds` (the store's atomic step, in
+//! seconds); `ratewarden_store_failures_total{policy="open"|"closed"}`.
+//! No key is ever a label.
+
+mod limiter;
+mod policy;
+mod prune;
+
+pub use limiter::{Basis, Check, CheckError, CheckResult, Limiter, Outcome, Status};
+pub use policy::{
+    Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet, RequestMatch,
+};
+pub use prune::{Pruner, SAMPLE_GAP};

@@ -1,0 +1,415 @@
+//! [`Limiter`]: the one place that asks a store anything.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use ratewarden_core::{
+    Acquire, Audit, Batch, Clock, Decision, Key, KeyMatch, Mode, Outcome as CoreOutcome, Store,
+    StoreError, Timestamp,
+};
+
+use crate::policy::{Changes, FailureMode, PolicyDef, PolicySet};
+use crate::prune::Pruner;
+
+/// One check: which policy, whose key, how many units.
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    /// The policy's name.
+    pub policy: &'a str,
+    /// The key, in parts.
+    pub key: &'a Key,
+    /// Units, at least 1.
+    pub cost: NonZeroU64,
+    /// An audit entry to record with an allowed, charged check (stores
+    /// with an audit log only; the seed route `/ping` uses it).
+    pub audit: Option<Audit<'a>>,
+}
+
+impl<'a> Check<'a> {
+    /// A check of cost 1 without an audit entry.
+    pub fn one(policy: &'a str, key: &'a Key) -> Check<'a> {
+        Check {
+            policy,
+            key,
+            cost: NonZeroU64::MIN,
+            audit: None,
+        }
+    }
+}
+
+/// How a [`CheckResult`] was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The store decided and recorded it.
+    Counted,
+    /// The store was unavailable and the policy fails open: allowed
+    /// unchecked. The decision describes no real window (nothing was
+    /// counted), so interfaces send no rate-limit headers with it.
+    FailedOpen,
+}
+
+/// One check's answer.
+#[derive(Debug, Clone)]
+pub struct CheckResult {
+    /// The policy that decided.
+    pub policy: Arc<PolicyDef>,
+    /// Its own decision (in a denied batch, for a check its policy would
+    /// have allowed: allowed, with the key's standing, nothing charged).
+    pub decision: Decision,
+    /// A shadow policy would have denied this check; the request was let
+    /// through and this policy charged nothing.
+    pub shadow_denied: bool,
+    /// Whether the store decided.
+    pub basis: Basis,
+}
+
+impl CheckResult {
+    /// Whether the check passes as far as its own policy is concerned (a
+    /// shadow policy's would-be denial passes).
+    pub fn allowed(&self) -> bool {
+        self.decision.allowed() || self.shadow_denied
+    }
+
+    /// Whether the check can never pass (its cost is above the limit or
+    /// burst); never true for a shadow policy.
+    pub fn never(&self) -> bool {
+        matches!(self.decision.outcome, CoreOutcome::Never) && !self.shadow_denied
+    }
+
+    /// The wait after which the same check would pass; `None` when it
+    /// passes, can never pass, or is a shadow policy's would-be denial.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        if self.shadow_denied {
+            None
+        } else {
+            self.decision.retry_after()
+        }
+    }
+}
+
+/// The answer to a batch of checks, all or nothing.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Whether the request may pass: every check allowed by its policy
+    /// (shadow policies never deny).
+    pub allowed: bool,
+    /// The instant it was decided for.
+    pub now: Timestamp,
+    /// One result per check, in the order given.
+    pub results: Vec<CheckResult>,
+}
+
+impl Outcome {
+    /// The results of the policies that denied the request, in order.
+    pub fn denied_by(&self) -> impl Iterator<Item = &CheckResult> {
+        self.results.iter().filter(|r| !r.allowed())
+    }
+
+    /// The longest wait among the denying checks: when the same request
+    /// could pass. `None` when allowed, or when only checks that can never
+    /// pass denied it.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.denied_by().filter_map(CheckResult::retry_after).max()
+    }
+
+    /// The most restrictive result: the smallest `remaining`, ties broken
+    /// by the longest wait (`reset_after` when nothing waits). `None`
+    /// without results.
+    pub fn most_restrictive(&self) -> Option<&CheckResult> {
+        self.results.iter().min_by(|a, b| {
+            let wait = |r: &CheckResult| r.retry_after().unwrap_or(r.decision.reset_after);
+            a.decision
+                .remaining
+                .cmp(&b.decision.remaining)
+                .then_with(|| wait(b).cmp(&wait(a)))
+        })
+    }
+}
+
+/// What a status read reports.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// The policy.
+    pub policy: Arc<PolicyDef>,
+    /// What a request of cost 1 would get now (nothing recorded).
+    pub decision: Decision,
+    /// The instant it was read for.
+    pub now: Timestamp,
+}
+
+/// Why the limiter could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// No policy has this name.
+    #[error("no policy is named '{0}'")]
+    UnknownPolicy(String),
+    /// The store could not answer and a policy of the batch fails closed
+    /// (or the operation is a status read or a reset, which never
+    /// pretend).
+    #[error("the store is unavailable")]
+    Unavailable(#[source] StoreError),
+    /// The store failed in a way that retrying does not mend (corrupt
+    /// data, a full disk, a bug).
+    #[error("the store failed")]
+    Failed(#[source] StoreError),
+}
+
+impl CheckError {
+    fn from_store(e: StoreError) -> CheckError {
+        if e.is_transient() || matches!(e, StoreError::Closed) {
+            CheckError::Unavailable(e)
+        } else {
+            CheckError::Failed(e)
+        }
+    }
+}
+
+/// The decision layer: the store, the clock and the current policy set.
+/// Every interface (HTTP routes, gRPC, the tower Layer) turns its input
+/// into [`Check`]s, asks [`Limiter::check`] and renders the [`Outcome`];
+/// no interface talks to a store itself.
+///
+/// Cheap to share behind an `Arc`. The policy set is swapped atomically
+/// by [`Limiter::replace_policies`]: a check sees the old set or the new
+/// one, never a mix, and counters survive because state belongs to
+/// (policy name, algorithm, key) in the store.
+#[derive(Debug)]
+pub struct Limiter {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    policies: ArcSwap<PolicySet>,
+    pruner: Arc<Pruner>,
+}
+
+impl Limiter {
+    /// A limiter over `store`, deciding with `clock`'s time and `policies`.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, policies: PolicySet) -> Limiter {
+        let policies = Arc::new(policies);
+        let pruner = Arc::new(Pruner::new(
+            Arc::clone(&store),
+            Arc::clone(&clock),
+            policies.longest_windows(),
+        ));
+        Limiter {
+            store,
+            clock,
+            policies: ArcSwap::new(policies),
+            pruner,
+        }
+    }
+
+    /// The current policy set.
+    pub fn policies(&self) -> Arc<PolicySet> {
+        self.policies.load_full()
+    }
+
+    /// Swaps in `next` atomically; returns what changed. State is kept:
+    /// a policy whose limit or window changed applies them to its stored
+    /// state, one whose algorithm changed starts afresh, and the state of
+    /// removed policies expires by itself.
+    pub fn replace_policies(&self, next: PolicySet) -> Changes {
+        let changes = self.policies.load().changes(&next);
+        self.pruner.set_windows(next.longest_windows());
+        self.policies.store(Arc::new(next));
+        changes
+    }
+
+    /// The clock's current time.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The store (to close it at shutdown; interfaces decide through the
+    /// limiter).
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The background pruner (run it with [`Pruner::run_until`]).
+    pub fn pruner(&self) -> &Arc<Pruner> {
+        &self.pruner
+    }
+
+    /// Decides `checks` together, all or nothing: allowed only if every
+    /// check's policy allows it; a denied request charges no policy (a
+    /// fixed window counting denied attempts still counts its own).
+    /// Checks of the same policy and key count as one with the summed
+    /// cost. An empty list is allowed.
+    ///
+    /// # Errors
+    /// [`CheckError::UnknownPolicy`] for a name not in the policy set
+    /// (nothing is decided); [`CheckError::Unavailable`] when the store
+    /// cannot answer and a policy of the batch fails closed;
+    /// [`CheckError::Failed`] for a permanent store failure.
+    pub async fn check(&self, checks: &[Check<'_>]) -> Result<Outcome, CheckError> {
+        let policies = self.policies.load();
+        let defs = checks
+            .iter()
+            .map(|c| {
+                policies
+                    .get(c.policy)
+                    .cloned()
+                    .ok_or_else(|| CheckError::UnknownPolicy(c.policy.to_owned()))
+            })
+            .collect::<Result<Vec<Arc<PolicyDef>>, CheckError>>()?;
+        let now = self.clock.now();
+        let batch = Batch::new(
+            now,
+            checks.iter().zip(&defs).map(|(c, def)| Acquire {
+                policy: &def.policy,
+                key: c.key,
+                cost: c.cost,
+                audit: c.audit,
+            }),
+        );
+        let started = Instant::now();
+        let result = self.store.acquire(&batch).await;
+        metrics::histogram!("ratewarden_decision_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        self.pruner.sample();
+        let decisions = match result {
+            Ok(decisions) if decisions.len() == batch.items().len() => decisions,
+            Ok(decisions) => {
+                let e = StoreError::Failed(format!(
+                    "the store answered {} decisions for {} checks",
+                    decisions.len(),
+                    batch.items().len()
+                ));
+                return Err(CheckError::Failed(e));
+            }
+            Err(e) => return self.failed(&defs, e, now),
+        };
+        let results: Vec<CheckResult> = batch
+            .slots()
+            .iter()
+            .zip(&defs)
+            .map(|(&slot, policy)| {
+                // Every slot indexes an item, and there is one decision per item.
+                let decision = decisions[slot];
+                let shadow_denied = policy.policy.mode == Mode::Shadow && !decision.allowed();
+                CheckResult {
+                    policy: Arc::clone(policy),
+                    decision,
+                    shadow_denied,
+                    basis: Basis::Counted,
+                }
+            })
+            .collect();
+        let allowed = results.iter().all(CheckResult::allowed);
+        for r in &results {
+            let outcome = match r.decision.outcome {
+                _ if r.shadow_denied => "shadow_denied",
+                CoreOutcome::Allowed => "allowed",
+                CoreOutcome::Denied { .. } => "denied",
+                CoreOutcome::Never => "never",
+            };
+            if r.shadow_denied {
+                tracing::info!(
+                    policy = r.policy.name(),
+                    "a shadow policy would have denied a request"
+                );
+            }
+            metrics::counter!("ratewarden_decisions_total", "policy" => r.policy.name().to_owned(), "outcome" => outcome)
+                .increment(1);
+        }
+        Ok(Outcome {
+            allowed,
+            now,
+            results,
+        })
+    }
+
+    /// A store error during a check: fail open when every policy of the
+    /// batch does and the error is transient, else refuse.
+    fn failed(
+        &self,
+        defs: &[Arc<PolicyDef>],
+        error: StoreError,
+        now: Timestamp,
+    ) -> Result<Outcome, CheckError> {
+        let open =
+            error.is_transient() && defs.iter().all(|d| d.on_store_error == FailureMode::Open);
+        if !open {
+            metrics::counter!("ratewarden_store_failures_total", "policy" => "closed").increment(1);
+            return Err(CheckError::from_store(error));
+        }
+        tracing::warn!(%error, "store unavailable; failing open");
+        metrics::counter!("ratewarden_store_failures_total", "policy" => "open").increment(1);
+        let results = defs
+            .iter()
+            .map(|def| {
+                metrics::counter!("ratewarden_decisions_total", "policy" => def.name().to_owned(), "outcome" => "failed_open")
+                    .increment(1);
+                CheckResult {
+                    decision: Decision {
+                        limit: def.policy.quota.limit(),
+                        remaining: def.policy.quota.limit(),
+                        ..FAILED_OPEN
+                    },
+                    policy: Arc::clone(def),
+                    shadow_denied: false,
+                    basis: Basis::FailedOpen,
+                }
+            })
+            .collect();
+        Ok(Outcome {
+            allowed: true,
+            now,
+            results,
+        })
+    }
+
+    /// What a request of cost 1 for `key` under `policy` would get now.
+    /// Changes nothing.
+    ///
+    /// # Errors
+    /// [`CheckError::UnknownPolicy`]; [`CheckError::Unavailable`] or
+    /// [`CheckError::Failed`] when the store cannot answer (a status read
+    /// never fails open).
+    pub async fn status(&self, policy: &str, key: &Key) -> Result<Status, CheckError> {
+        let def = self.policy(policy)?;
+        let now = self.clock.now();
+        let decision = self
+            .store
+            .status(&def.policy, key, now)
+            .await
+            .map_err(CheckError::from_store)?;
+        Ok(Status {
+            policy: def,
+            decision,
+            now,
+        })
+    }
+
+    /// Deletes `policy`'s state for the keys `keys` selects; returns how
+    /// many counters held usage.
+    ///
+    /// # Errors
+    /// As [`Limiter::status`]: a reset never pretends to have happened.
+    pub async fn reset(&self, policy: &str, keys: KeyMatch<'_>) -> Result<u64, CheckError> {
+        let def = self.policy(policy)?;
+        self.store
+            .reset(&def.policy, keys, self.clock.now())
+            .await
+            .map_err(CheckError::from_store)
+    }
+
+    fn policy(&self, name: &str) -> Result<Arc<PolicyDef>, CheckError> {
+        self.policies
+            .load()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CheckError::UnknownPolicy(name.to_owned()))
+    }
+}
+
+/// A decision that describes no window: allowed, nothing counted.
+const FAILED_OPEN: Decision = Decision {
+    outcome: CoreOutcome::Allowed,
+    limit: 0,
+    remaining: 0,
+    used: 0,
+    reset_after: std::time::Duration::ZERO,
+};

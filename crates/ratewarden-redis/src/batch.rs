@@ -1,0 +1,183 @@
+//! A batch on Redis: one `EVALSHA` of `lua/batch.lua` over every item's
+//! key, so the decisions, the all-or-nothing rule and the writes are one
+//! atomic step and one round trip. Rust builds each item's arguments (the
+//! algorithm modules' `block`), and from the state the script saw runs
+//! the reference algorithm and `ratewarden_core::Settlement`; a script
+//! that decided an item differently is a bug, reported as a failure.
+
+use ratewarden_core::algorithm::fixed_window::{self, FixedWindowState};
+use ratewarden_core::algorithm::gcra::{self, GcraState};
+use ratewarden_core::algorithm::sliding_log::{self, LiveLog};
+use ratewarden_core::algorithm::sliding_window::{self, SlidingWindowState};
+use ratewarden_core::{
+    Algorithm, Attempt, Batch, Decision, Mode, Quota, Settlement, StoreError, Timestamp,
+};
+
+use crate::sliding_window as sw;
+use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, redis_error, sliding_log as sl};
+
+/// Arguments per item after the algorithm code and the flags.
+const ARGS: usize = 7;
+/// Reply values per item: allowed, then up to four of state.
+const REPLY: usize = 5;
+
+/// One item's key and arguments for the script.
+pub(crate) struct Block {
+    name: String,
+    never: bool,
+    args: Vec<String>,
+}
+
+impl Block {
+    /// An item the script decides.
+    pub(crate) fn new<const N: usize>(name: String, args: [String; N]) -> Block {
+        Block {
+            name,
+            never: false,
+            args: args.into(),
+        }
+    }
+
+    /// An item that can never pass: the script only reads its state.
+    pub(crate) fn never<const N: usize>(name: String, args: [String; N]) -> Block {
+        Block {
+            name,
+            never: true,
+            args: args.into(),
+        }
+    }
+}
+
+/// The state the script saw for one item.
+pub(crate) enum Seen {
+    Fixed(Option<FixedWindowState>),
+    Log {
+        log: LiveLog,
+        jth: Option<Timestamp>,
+    },
+    Sliding(Option<SlidingWindowState>),
+    Gcra(Option<GcraState>),
+}
+
+impl Seen {
+    /// The reference algorithm's decision on this state.
+    fn decide(&self, quota: &Quota, attempt: Attempt) -> Result<Decision, StoreError> {
+        Ok(match self {
+            Seen::Fixed(s) => fixed_window::decide(*s, quota, attempt).0,
+            Seen::Log { log, jth } => {
+                sliding_log::decide(*log, |_| jth.ok_or_else(no_jth), quota, attempt)?
+            }
+            Seen::Sliding(s) => sliding_window::decide(*s, quota, attempt).0,
+            Seen::Gcra(s) => gcra::decide(*s, quota, attempt).0,
+        })
+    }
+
+    /// What a request of cost 1 would get on this state (nothing charged).
+    fn standing(&self, quota: &Quota, now: Timestamp) -> Result<Decision, StoreError> {
+        Ok(match self {
+            Seen::Fixed(s) => fixed_window::status(*s, quota, now),
+            Seen::Log { log, jth } => {
+                sliding_log::status(*log, |_| jth.ok_or_else(no_jth), quota, now)?
+            }
+            Seen::Sliding(s) => sliding_window::status(*s, quota, now),
+            Seen::Gcra(s) => gcra::status(*s, quota, now),
+        })
+    }
+}
+
+fn no_jth() -> StoreError {
+    StoreError::Failed("the script returned no j-th event".into())
+}
+
+/// Decides `batch` in one script; one decision per item.
+pub(crate) async fn acquire(
+    store: &RedisStore,
+    batch: &Batch<'_>,
+) -> Result<Vec<Decision>, StoreError> {
+    let now = batch.now();
+    let items = batch.items();
+    let mut invocation = store.scripts.batch.prepare_invoke();
+    invocation.arg(items.len());
+    for item in items {
+        let attempt = Attempt {
+            now,
+            cost: item.cost,
+        };
+        let (policy, key) = (item.policy, item.key);
+        let block = match policy.algorithm {
+            Algorithm::FixedWindow => fw::block(store, policy, key, attempt),
+            Algorithm::SlidingLog => sl::block(store, policy, key, attempt),
+            Algorithm::SlidingWindow => sw::block(store, policy, key, attempt),
+            Algorithm::Gcra => gc::block(store, policy, key, attempt),
+        };
+        let mut flags = String::from(match policy.mode {
+            Mode::Enforce => "e",
+            Mode::Shadow => "s",
+        });
+        if policy.counts_denied() {
+            flags.push('c');
+        }
+        if block.never {
+            flags.push('n');
+        }
+        invocation
+            .key(block.name)
+            .arg(keys::script_code(policy.algorithm))
+            .arg(flags);
+        for i in 0..ARGS {
+            invocation.arg(block.args.get(i).map_or("", String::as_str));
+        }
+    }
+    let invocation = &invocation;
+    let reply: Vec<Option<String>> = store
+        .call(|mut con| async move { invocation.invoke_async(&mut con).await.map_err(redis_error) })
+        .await?;
+    if reply.len() != items.len() * REPLY {
+        return Err(StoreError::Failed(format!(
+            "the batch script answered {} values for {} items",
+            reply.len(),
+            items.len()
+        )));
+    }
+    let mut seen = Vec::with_capacity(items.len());
+    let mut own = Vec::with_capacity(items.len());
+    for (item, values) in items.iter().zip(reply.chunks(REPLY)) {
+        let [allowed, a, b, c, _] = <[Option<String>; REPLY]>::try_from(values.to_vec())
+            .map_err(|_| StoreError::Failed("a short batch reply".into()))?;
+        let state = match item.policy.algorithm {
+            Algorithm::FixedWindow => fw::seen(item.policy, now, a)?,
+            Algorithm::SlidingLog => sl::seen(a, b, c)?,
+            Algorithm::SlidingWindow => sw::seen((a, b, c))?,
+            Algorithm::Gcra => gc::seen(a)?,
+        };
+        let attempt = Attempt {
+            now,
+            cost: item.cost,
+        };
+        let decision = state.decide(&item.policy.quota, attempt)?;
+        if decision.allowed() != (allowed.as_deref() == Some("1")) {
+            return Err(StoreError::Failed(format!(
+                "{}: the Redis script and the reference algorithm disagree",
+                item.policy.algorithm
+            )));
+        }
+        seen.push(state);
+        own.push(decision);
+    }
+    let settlement = Settlement::of(items, &own);
+    items
+        .iter()
+        .zip(own)
+        .zip(&seen)
+        .map(|((item, decision), state)| {
+            if settlement.reports_standing(item, &decision) {
+                Ok(Decision {
+                    outcome: ratewarden_core::Outcome::Allowed,
+                    ..state.standing(&item.policy.quota, now)?
+                })
+            } else {
+                Ok(decision)
+            }
+        })
+        .collect()
+}

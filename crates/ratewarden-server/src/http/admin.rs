@@ -1,0 +1,46 @@
+//! The admin key check shared by every admin route: fail closed (no key
+//! configured refuses everything), exactly one `X-Admin-Key` header,
+//! compared in constant time. Every admin action and every refused
+//! attempt is logged, never with the key's value.
+
+use std::net::SocketAddr;
+
+use axum::http::HeaderMap;
+use subtle::ConstantTimeEq;
+
+use super::problem::ApiError;
+use crate::state::AppState;
+
+/// `Ok` when the request carries the admin key; else 403, logged with the
+/// client's address, the action tried and why it was refused.
+///
+/// # Errors
+/// [`ApiError::forbidden`] when no key is configured, none or several
+/// were sent, or the one sent is wrong.
+pub fn authorize(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+    action: &str,
+) -> Result<(), ApiError> {
+    let refused = |reason: &'static str, detail: &'static str| {
+        tracing::warn!(%peer, action, reason, "admin request refused");
+        Err(ApiError::forbidden(detail))
+    };
+    let Some(expected) = &state.admin_key else {
+        return refused(
+            "no admin key configured",
+            "admin actions are disabled: no admin key is configured on the server",
+        );
+    };
+    let mut sent = headers.get_all("x-admin-key").iter();
+    match (sent.next(), sent.next()) {
+        (Some(key), None) if bool::from(expected.as_bytes().ct_eq(key.as_bytes())) => Ok(()),
+        (None, _) => refused("no X-Admin-Key", "an X-Admin-Key header is required"),
+        (Some(_), Some(_)) => refused(
+            "several X-Admin-Key headers",
+            "send exactly one X-Admin-Key header",
+        ),
+        (Some(_), None) => refused("wrong X-Admin-Key", "the X-Admin-Key is not valid"),
+    }
+}

@@ -1,0 +1,70 @@
+//! The HTTP interface: the seed routes ([`seed`]), the JSON decision API
+//! ([`v1`]) and its OpenAPI document. Every handler turns its request into
+//! checks for the [`ratewarden_limiter::Limiter`] and its answer into a
+//! response; none touches a store.
+//!
+//! - [`problem`]: [`problem::ApiError`], RFC 9457 problem details.
+//! - [`extract`]: input validation (the seed routes' table).
+//! - [`headers`]: the rate-limit response headers.
+//! - [`key_source`]: which client a `/ping` counts against.
+//! - [`admin`]: the fail-closed admin key check.
+
+pub mod admin;
+pub mod extract;
+pub mod headers;
+pub mod key_source;
+pub mod problem;
+pub mod seed;
+
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use self::problem::ApiError;
+use crate::state::AppState;
+
+/// The longest a request may take, reading its body included; slower ones
+/// get 408 problem details.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Every route, with problem details for unknown routes (404), wrong
+/// methods (405), slow requests (408), oversized bodies (413) and panics
+/// (500).
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.max_body_bytes;
+    Router::new()
+        .route("/ping", get(seed::ping::handle))
+        .route("/status", get(seed::status::handle))
+        .route("/rate/check", post(seed::check::handle))
+        .route("/rate/status", get(seed::usage::handle))
+        .route("/rate/reset/{user_id}", delete(seed::reset::handle))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                    ApiError::request_timeout(REQUEST_TIMEOUT)
+                }))
+                .layer(tower::timeout::TimeoutLayer::new(REQUEST_TIMEOUT)),
+        )
+        .layer(axum::middleware::from_fn(problem::with_instance))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::internal(&"a handler panicked").into_response()
+        }))
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::method_not_allowed(format!("{} does not accept {method}", uri.path()))
+}

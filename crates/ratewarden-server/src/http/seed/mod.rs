@@ -1,0 +1,74 @@
+//! The seed routes, over the default policies `ping` (GET /ping, GET
+//! /status) and `check` (POST /rate/check, GET /rate/status, DELETE
+//! /rate/reset/{userId}); see docs/semantics.md. One file per route, all
+//! of the same shape: validate, build the key, ask the limiter, answer.
+
+pub mod check;
+pub mod ping;
+pub mod reset;
+pub mod status;
+pub mod usage;
+
+use axum::response::{AppendHeaders, IntoResponse, Response};
+use ratewarden_core::{Outcome as CoreOutcome, Policy, Timestamp};
+use ratewarden_limiter::{Basis, Outcome};
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::format_description::FormatItem;
+use time::macros::format_description;
+
+use super::headers::outcome_headers;
+use super::problem::ApiError;
+
+/// A seed route's answer to its one check: 200 with `body`, or 429 problem
+/// details (`…rate-limit-exceeded`) with `Retry-After`; both with the
+/// rate-limit headers, unless the request was let through unchecked
+/// (fail open).
+fn limited(outcome: &Outcome, body: impl Serialize, denied: impl FnOnce() -> String) -> Response {
+    let Some(result) = outcome.results.first() else {
+        return axum::Json(body).into_response();
+    };
+    if result.basis == Basis::FailedOpen {
+        // Unchecked: no quota to advertise.
+        return axum::Json(body).into_response();
+    }
+    let policy = &result.policy.policy;
+    let decision = &result.decision;
+    let headers = outcome_headers(outcome);
+    let retry_after = match decision.outcome {
+        CoreOutcome::Allowed => {
+            return (AppendHeaders(headers), axum::Json(body)).into_response();
+        }
+        CoreOutcome::Denied { retry_after } => retry_after,
+        // A cost above the limit (limit 0, a kill switch): waiting does not
+        // help; tell the client to come back after a window.
+        CoreOutcome::Never => policy.quota.window(),
+    };
+    ApiError::rate_limited(denied(), retry_after, decision.limit, policy.quota.window())
+        .with_headers(headers)
+        .into_response()
+}
+
+/// `"Rate limit of 3 requests per 60s exceeded"`, the seed's wording.
+fn limit_text(policy: &Policy) -> String {
+    let window = policy.quota.window();
+    let window = if window.subsec_nanos() == 0 {
+        format!("{}s", window.as_secs())
+    } else {
+        format!("{}ms", window.as_millis())
+    };
+    let limit = policy.quota.limit();
+    let unit = if limit == 1 { "request" } else { "requests" };
+    format!("Rate limit of {limit} {unit} per {window} exceeded")
+}
+
+/// `2026-01-01T00:00:00Z` (UTC, whole seconds).
+fn iso_seconds(t: Timestamp) -> String {
+    const FORMAT: &[FormatItem<'static>] =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    let secs = (t.as_unix_nanos() / 1_000_000_000) as i64;
+    OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|dt| dt.format(FORMAT).ok())
+        .unwrap_or_default()
+}
