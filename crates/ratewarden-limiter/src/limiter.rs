@@ -114,11 +114,20 @@ impl Outcome {
         self.denied_by().filter_map(CheckResult::retry_after).max()
     }
 
-    /// The most restrictive result: the smallest `remaining`, ties broken
-    /// by the longest wait (`reset_after` when nothing waits). `None`
-    /// without results.
+    /// The results a client is told about: those the store counted, of
+    /// enforcing policies (a shadow policy is a dry run, and a request let
+    /// through unchecked has no quota to show).
+    pub fn advertised(&self) -> impl Iterator<Item = &CheckResult> {
+        self.results
+            .iter()
+            .filter(|r| r.basis == Basis::Counted && r.policy.policy.mode == Mode::Enforce)
+    }
+
+    /// The most restrictive of the [`Outcome::advertised`] results: the
+    /// smallest `remaining`, ties broken by the longest wait (`reset_after`
+    /// when nothing waits). `None` when there is none.
     pub fn most_restrictive(&self) -> Option<&CheckResult> {
-        self.results.iter().min_by(|a, b| {
+        self.advertised().min_by(|a, b| {
             let wait = |r: &CheckResult| r.retry_after().unwrap_or(r.decision.reset_after);
             a.decision
                 .remaining

@@ -36,14 +36,13 @@ impl Store for Unreachable {
 }
 
 async fn spawn(policy: &str) -> String {
-    let argv = [
-        "ratewarden",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--on-store-error",
-        policy,
-    ];
+    spawn_with(&["--on-store-error", policy]).await
+}
+
+async fn spawn_with(args: &[&str]) -> String {
+    let argv = ["ratewarden", "serve", "--listen", "127.0.0.1:0"]
+        .iter()
+        .chain(args);
     let cli = <Cli as clap::Parser>::try_parse_from(argv).expect("valid arguments");
     let Command::Serve(args) = cli.command else {
         panic!("serve arguments");
@@ -139,4 +138,63 @@ async fn failing_closed_answers_503_problems_and_reads_and_resets_always_do() {
             );
         }
     }
+}
+
+/// Each policy fails open or closed as it says (else as the global
+/// setting says); a batch fails open only when all of its policies do.
+#[tokio::test]
+async fn each_policy_fails_open_or_closed_as_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rw.toml");
+    std::fs::write(
+        &config,
+        r#"
+on_store_error = "closed"
+
+[[policies]]
+name = "lenient"
+algorithm = "gcra"
+limit = 10
+window = "1m"
+on_store_error = "open"
+
+[[policies]]
+name = "strict"
+algorithm = "gcra"
+limit = 10
+window = "1m"
+"#,
+    )
+    .unwrap();
+    let base = spawn_with(&["--config", config.to_str().unwrap()]).await;
+    let client = reqwest::Client::new();
+    let post = |body: serde_json::Value| client.post(format!("{base}/v1/check")).json(&body).send();
+    let r = post(serde_json::json!({"policy": "lenient", "key": "k"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers().get("ratelimit").is_none(),
+        "no quota was checked"
+    );
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        (&body["allowed"], &body["failed_open"]),
+        (&true.into(), &true.into())
+    );
+    let r = post(serde_json::json!({"policy": "strict", "key": "k"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503, "the global default is closed");
+    let both = serde_json::json!({"checks": [
+        {"policy": "lenient", "key": "k"},
+        {"policy": "strict", "key": "k"}
+    ]});
+    assert_eq!(post(both).await.unwrap().status(), 503);
+    let r = client.get(format!("{base}/ping")).send().await.unwrap();
+    assert_eq!(
+        r.status(),
+        503,
+        "the seed policies follow the global default"
+    );
 }

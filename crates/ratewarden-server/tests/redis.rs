@@ -6,115 +6,15 @@
 //! Each test starts its own `redis-server` on a free port (never the one on
 //! 6379) and real `ratewarden` processes, and talks to them over HTTP.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Barrier;
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("an address").port()
-}
+mod common;
 
-/// A `redis-server` of our own; killed on drop.
-struct RedisServer {
-    child: Child,
-    port: u16,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        RedisServer::start_on(free_port())
-    }
-
-    fn start_on(port: u16) -> RedisServer {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start redis-server ({e}); install it with: apt-get install -y redis-server")
-            });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        RedisServer { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// One `ratewarden serve` process; killed on drop.
-struct Instance {
-    child: Child,
-    base: String,
-}
-
-impl Instance {
-    async fn start(store: &str, args: &[&str]) -> Instance {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_ratewarden"))
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--store",
-                store,
-            ])
-            .args(args)
-            .env("RATEWARDEN_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ratewarden starts");
-        let instance = Instance {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if client
-                .get(format!("{}/status?key=probe", instance.base))
-                .send()
-                .await
-                .is_ok()
-            {
-                return instance;
-            }
-            assert!(Instant::now() < deadline, "ratewarden did not answer");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{Instance, RedisServer};
 
 /// Sends `n` requests at once, alternating between `instances`; returns
 /// the status codes.
@@ -230,7 +130,7 @@ async fn ping(client: &reqwest::Client, instance: &Instance, key: &str) -> (u16,
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_outage_follows_the_failure_policy_and_ratewarden_recovers_on_its_own() {
     let mut redis = RedisServer::start();
-    let port = redis.port;
+    let port = redis.port();
     let args = ["--ping-limit", "5", "--ping-window", "86400"];
     let closed = Instance::start(
         &redis.url(),
@@ -399,7 +299,7 @@ fn replay_on_redis_prints_what_replay_on_memory_prints() {
     let algorithms = ["fixed_window", "sliding_log", "sliding_window", "gcra"];
     for (db, algorithm) in algorithms.into_iter().enumerate() {
         // A database of its own per algorithm: replay continues from stored state.
-        let url = format!("redis://127.0.0.1:{}/{}", redis.port, db + 1);
+        let url = format!("redis://127.0.0.1:{}/{}", redis.port(), db + 1);
         let on_memory = replay("memory", algorithm, &input);
         let on_redis = replay(&url, algorithm, &input);
         assert_eq!(on_memory.lines().count(), 2_000);

@@ -27,11 +27,13 @@
 //! - [`conformance`]: the checks, async functions of
 //!   `(Arc<dyn Store>, Algorithm)`, and [`TestStore`].
 //! - [`store_conformance!`]: the macro that turns them into tests.
+//! - [`redis_server`]: a `redis-server` of a test's own on a free port.
 
 pub mod conformance;
 pub mod ledger;
 mod macros;
 pub mod model;
+pub mod redis_server;
 
 pub use conformance::TestStore;
 pub use ratewarden_core::ManualClock;

@@ -1,130 +1,13 @@
-//! A `redis-server` of the tests' own on a free port, killed on drop.
+//! The tests' own `redis-server` (from the testkit) and stores on it.
 
 #![allow(dead_code)] // each test binary uses part of this
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ratewarden_redis::{RedisConfig, RedisStore};
-
-/// What to run when `redis-server` is missing.
-pub const INSTALL: &str = "apt-get install -y redis-server";
-
-/// A running `redis-server` without persistence, on 127.0.0.1.
-#[derive(Debug)]
-pub struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-}
-
-impl RedisServer {
-    /// Starts a server on a free port and waits until it answers PING.
-    ///
-    /// # Panics
-    /// When `redis-server` is not installed (the message names the install
-    /// command) or does not come up within 10 seconds.
-    pub fn start() -> RedisServer {
-        let port = free_port();
-        let mut server = RedisServer { child: None, port };
-        server.restart();
-        server
-    }
-
-    /// The port it listens on.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// `redis://127.0.0.1:PORT/0`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    /// Kills the server (SIGKILL) and waits for it to exit.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Starts the server again on the same port (after [`RedisServer::kill`]).
-    pub fn restart(&mut self) {
-        self.kill();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run redis-server ({e}): the Redis store's tests need it on PATH; \
-                     install it with `{INSTALL}`"
-                )
-            });
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if ping(self.port) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!(
-            "redis-server on port {} did not answer PING within 10 s",
-            self.port
-        );
-    }
-
-    /// Runs one command given as words over a raw connection and returns
-    /// the raw RESP reply (for checks that must not go through the store).
-    pub fn command(&self, words: &[&str]) -> String {
-        raw_command(self.port, words).expect("a reply from redis-server")
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("a local address").port()
-}
-
-fn ping(port: u16) -> bool {
-    raw_command(port, &["PING"]).is_some_and(|r| r.starts_with("+PONG"))
-}
-
-fn raw_command(port: u16, words: &[&str]) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let mut request = format!("*{}\r\n", words.len());
-    for w in words {
-        request.push_str(&format!("${}\r\n{w}\r\n", w.len()));
-    }
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut buf = vec![0u8; 1 << 16];
-    let n = stream.read(&mut buf).ok()?;
-    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
-}
+#[allow(unused_imports)] // redis_store.rs names it, conformance.rs does not
+pub use ratewarden_testkit::redis_server::{INSTALL, RedisServer};
 
 /// A key prefix no other store of this process uses.
 pub fn fresh_prefix() -> String {

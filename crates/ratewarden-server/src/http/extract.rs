@@ -67,6 +67,20 @@ pub fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, A
     Ok(found)
 }
 
+/// Every value of query parameter `name`, in order, percent-decoded (a
+/// repeated `key` gives a key of several parts).
+pub fn query_params(query: Option<&str>, name: &str) -> Vec<Vec<u8>> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k) == name.as_bytes()).then(|| decode(v))
+        })
+        .collect()
+}
+
 fn decode(s: &str) -> Vec<u8> {
     let spaced = s.replace('+', " ");
     percent_decode(spaced.as_bytes()).collect()
@@ -188,6 +202,16 @@ mod tests {
         assert_eq!(query_param(q, "missing").unwrap(), None);
         assert_eq!(query_param(Some("k=%FF"), "k").unwrap(), Some(vec![0xff]));
         assert_eq!(query_param(Some("k=1&k=2"), "k").unwrap_err().status(), 422);
+    }
+
+    #[test]
+    fn repeated_query_params_are_kept_in_order() {
+        let q = Some("key=a&policy=p&key=b%20c&key=");
+        assert_eq!(
+            query_params(q, "key"),
+            [b"a".to_vec(), b"b c".to_vec(), Vec::new()]
+        );
+        assert!(query_params(None, "key").is_empty());
     }
 
     #[test]

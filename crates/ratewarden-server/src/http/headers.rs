@@ -7,7 +7,7 @@
 
 use axum::http::{HeaderName, HeaderValue};
 use ratewarden_core::{Decision, Policy, ceil_secs};
-use ratewarden_limiter::{Basis, Outcome};
+use ratewarden_limiter::Outcome;
 
 /// `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …`,
 /// `RateLimit: "<name>";r=<remaining>;t=<secs until reset>, …` for every
@@ -58,16 +58,16 @@ pub fn rate_limit_headers<'a>(
     headers
 }
 
-/// The headers of an [`Outcome`]: an item per result the store counted
-/// (a request let through unchecked advertises no quota), and the trio of
-/// the most restrictive one.
+/// The headers of an [`Outcome`]: an item per advertised result
+/// ([`Outcome::advertised`]: counted, of an enforcing policy; clients must
+/// not see or back off from a shadow policy's dry run) and the trio of the
+/// most restrictive of them.
 pub fn outcome_headers(outcome: &Outcome) -> Vec<(HeaderName, HeaderValue)> {
-    let counted = outcome.results.iter().filter(|r| r.basis == Basis::Counted);
-    let most = outcome
-        .most_restrictive()
-        .filter(|r| r.basis == Basis::Counted)
-        .map(|r| &r.decision);
-    rate_limit_headers(counted.map(|r| (&r.policy.policy, &r.decision)), most)
+    let most = outcome.most_restrictive().map(|r| &r.decision);
+    let items = outcome
+        .advertised()
+        .map(|r| (&r.policy.policy, &r.decision));
+    rate_limit_headers(items, most)
 }
 
 /// `name` as a structured-field string (RFC 8941): quoted, `\` and `"`

@@ -13,17 +13,20 @@ pub mod admin;
 pub mod extract;
 pub mod headers;
 pub mod key_source;
+pub mod openapi;
 pub mod problem;
 pub mod seed;
+pub mod v1;
 
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use self::problem::ApiError;
 use crate::state::AppState;
@@ -37,12 +40,9 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// (500).
 pub fn router(state: AppState) -> Router {
     let body_limit = state.max_body_bytes;
-    Router::new()
-        .route("/ping", get(seed::ping::handle))
-        .route("/status", get(seed::status::handle))
-        .route("/rate/check", post(seed::check::handle))
-        .route("/rate/status", get(seed::usage::handle))
-        .route("/rate/reset/{user_id}", delete(seed::reset::handle))
+    let (routes, api) = routes_and_api().split_for_parts();
+    routes
+        .merge(openapi::route(api))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -59,6 +59,22 @@ pub fn router(state: AppState) -> Router {
             ApiError::internal(&"a handler panicked").into_response()
         }))
         .layer(TraceLayer::new_for_http())
+}
+
+/// Every route with its OpenAPI description, from the handlers'
+/// `#[utoipa::path]` attributes: the document cannot drift from the
+/// routes.
+pub fn routes_and_api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(seed::ping::handle))
+        .routes(routes!(seed::status::handle))
+        .routes(routes!(seed::check::handle))
+        .routes(routes!(seed::usage::handle))
+        .routes(routes!(seed::reset::handle))
+        .routes(routes!(v1::check::handle))
+        .routes(routes!(v1::status::handle))
+        .routes(routes!(v1::counters::handle))
+        .routes(routes!(v1::policies::handle))
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {

@@ -11,16 +11,40 @@ use serde::Serialize;
 /// The URI prefix of ratewarden's problem types.
 pub const TYPE_PREFIX: &str = "urn:ratewarden:problem:";
 
+/// The problem type of a `/v1` denial (draft-ietf-httpapi-ratelimit-headers).
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// An RFC 9457 problem details document, as every error answer carries it
+/// (`application/problem+json`). Denials add members: the seed routes
+/// `limit`, `window_seconds` and `retry_after`; `/v1` `violated-policies`
+/// and the check's fields (or `allowed` and `results` for a batch).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem: `urn:ratewarden:problem:<kind>`,
+    /// or the IANA `quota-exceeded` type for a `/v1` denial.
+    pub r#type: String,
+    /// The status line's reason phrase.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong, for a human; never SQL, a stack trace or a secret.
+    pub detail: String,
+    /// The request path.
+    pub instance: Option<String>,
+}
+
 /// An error answer. The `detail` goes to the client, so it never carries
 /// SQL, a stack trace or a secret; internal causes are logged instead.
 #[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
+    /// `urn:ratewarden:problem:` + this, unless it is an absolute URI.
     kind: &'static str,
     title: &'static str,
     detail: String,
     headers: Vec<(HeaderName, HeaderValue)>,
-    extensions: serde_json::Map<String, serde_json::Value>,
+    /// Boxed: most errors have none, and `Result<_, ApiError>` stays small.
+    extensions: Box<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
@@ -36,7 +60,7 @@ impl ApiError {
             title,
             detail: detail.into(),
             headers: Vec::new(),
-            extensions: serde_json::Map::new(),
+            extensions: Box::default(),
         }
     }
 
@@ -138,6 +162,29 @@ impl ApiError {
         e
     }
 
+    /// 429 for a `/v1` denial: type [`QUOTA_EXCEEDED`], with `Retry-After`
+    /// (seconds, rounded up, at least 1) when waiting helps, and
+    /// `extensions` as members.
+    pub fn quota_exceeded(
+        detail: String,
+        retry_after: Option<Duration>,
+        extensions: serde_json::Map<String, serde_json::Value>,
+    ) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            QUOTA_EXCEEDED,
+            "Too Many Requests",
+            detail,
+        );
+        if let Some(wait) = retry_after {
+            let secs = ratewarden_core::ceil_secs(wait).max(1);
+            e.headers
+                .push((header::RETRY_AFTER, HeaderValue::from(secs)));
+        }
+        e.extensions = Box::new(extensions);
+        e
+    }
+
     /// 503: the store is unavailable and the operation must not pretend.
     pub fn unavailable(error: &StoreError) -> ApiError {
         tracing::warn!(%error, "store unavailable");
@@ -188,8 +235,13 @@ impl ApiError {
             #[serde(flatten)]
             extensions: &'a serde_json::Map<String, serde_json::Value>,
         }
+        let r#type = if self.kind.contains(':') {
+            self.kind.to_owned()
+        } else {
+            format!("{TYPE_PREFIX}{}", self.kind)
+        };
         let body = Body {
-            r#type: format!("{TYPE_PREFIX}{}", self.kind),
+            r#type,
             title: self.title,
             status: self.status.as_u16(),
             detail: &self.detail,

@@ -10,6 +10,7 @@ use ratewarden_config::Settings;
 use ratewarden_core::{Clock, ManualClock, Timestamp};
 use ratewarden_server::cli::{Cli, Command};
 use ratewarden_server::startup::Application;
+use ratewarden_testkit::redis_server::RedisServer;
 use reqwest::header::HeaderMap;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
@@ -47,8 +48,20 @@ pub struct TestApp {
     /// The application's only clock.
     pub clock: ManualClock,
     dir: Arc<TempDir>,
+    redis: Option<Arc<RedisServer>>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// Which store a test application keeps its state in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `--store memory`.
+    Memory,
+    /// The default: SQLite in the test's temporary directory.
+    Sqlite,
+    /// A `redis-server` of the test's own.
+    Redis,
 }
 
 /// How to start an application.
@@ -57,6 +70,11 @@ pub struct AppOptions {
     pub args: Vec<String>,
     /// What `RATEWARDEN_ADMIN_KEY` would hold.
     pub admin_key: Option<String>,
+    /// A configuration file's text, written to the test's directory and
+    /// given as `--config`.
+    pub config: Option<String>,
+    /// The store.
+    pub store: StoreKind,
 }
 
 impl Default for AppOptions {
@@ -64,8 +82,20 @@ impl Default for AppOptions {
         AppOptions {
             args: Vec::new(),
             admin_key: Some(ADMIN_KEY.to_owned()),
+            config: None,
+            store: StoreKind::Sqlite,
         }
     }
+}
+
+/// The application on `store` with the configuration file `config`.
+pub async fn spawn_with_config(store: StoreKind, config: &str) -> TestApp {
+    let options = AppOptions {
+        config: Some(config.to_owned()),
+        store,
+        ..AppOptions::default()
+    };
+    spawn(options, |_| {}).await
 }
 
 impl AppOptions {
@@ -97,7 +127,7 @@ pub async fn spawn_app_with_args(args: &[&str]) -> TestApp {
 pub async fn spawn(options: AppOptions, customize: impl FnOnce(&mut Settings)) -> TestApp {
     let dir = Arc::new(tempfile::tempdir().expect("temporary directory"));
     let clock = ManualClock::new(start());
-    launch(dir, clock, options, customize).await
+    launch(dir, clock, None, options, customize).await
 }
 
 /// Settings as `ratewarden serve` would build them from `options`, on
@@ -125,10 +155,29 @@ pub fn settings(options: &AppOptions, db: &std::path::Path) -> Settings {
 async fn launch(
     dir: Arc<TempDir>,
     clock: ManualClock,
-    options: AppOptions,
+    redis: Option<Arc<RedisServer>>,
+    mut options: AppOptions,
     customize: impl FnOnce(&mut Settings),
 ) -> TestApp {
     let db_path = dir.path().join("ratewarden.db");
+    if let Some(text) = &options.config {
+        let path = dir.path().join("ratewarden.toml");
+        std::fs::write(&path, text).expect("write the configuration file");
+        options.args.push("--config".into());
+        options
+            .args
+            .push(path.to_str().expect("UTF-8 temporary path").into());
+    }
+    let redis = match (options.store, redis) {
+        (StoreKind::Redis, Some(server)) => Some(server),
+        (StoreKind::Redis, None) => Some(Arc::new(RedisServer::start())),
+        _ => None,
+    };
+    match (options.store, &redis) {
+        (StoreKind::Memory, _) => options.args.extend(["--store".into(), "memory".into()]),
+        (StoreKind::Redis, Some(server)) => options.args.extend(["--store".into(), server.url()]),
+        _ => {}
+    }
     let mut settings = settings(&options, &db_path);
     customize(&mut settings);
     let app_clock: Arc<dyn Clock> = Arc::new(clock.clone());
@@ -151,6 +200,7 @@ async fn launch(
         db_path,
         clock,
         dir,
+        redis,
         shutdown: Some(stop),
         server: Some(server),
     }
@@ -176,7 +226,7 @@ impl TestApp {
         self.stop().await;
         let dir = Arc::clone(&self.dir);
         let clock = self.clock.clone();
-        launch(dir, clock, options, |_| {}).await
+        launch(dir, clock, self.redis.clone(), options, |_| {}).await
     }
 
     /// Opens the database directly (after [`TestApp::stop`], or read-only
@@ -209,6 +259,25 @@ impl TestApp {
     /// `GET /status?key=` with `key` percent-encoded.
     pub async fn status(&self, key: &str) -> Response {
         self.get(&format!("/status?key={}", encode(key))).await
+    }
+
+    /// `POST /v1/check` with the JSON `body`.
+    pub async fn v1_check(&self, body: &Value) -> Response {
+        self.client
+            .post(self.url("/v1/check"))
+            .json(body)
+            .send()
+            .await
+            .expect("POST /v1/check")
+    }
+
+    /// `DELETE path_and_query` with `X-Admin-Key: admin_key` unless `None`.
+    pub async fn delete(&self, path_and_query: &str, admin_key: Option<&str>) -> Response {
+        let mut request = self.client.delete(self.url(path_and_query));
+        if let Some(key) = admin_key {
+            request = request.header("X-Admin-Key", key);
+        }
+        request.send().await.expect("DELETE")
     }
 
     /// `GET path_and_query` (sent as is).

@@ -17,7 +17,7 @@ use crate::state::AppState;
 pub const CHECK: &str = "check";
 
 /// The body of `POST /rate/check` and `GET /rate/status`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LogUsage {
     /// The user, from `X-User-Id`.
     pub user_id: u64,
@@ -35,8 +35,33 @@ pub struct LogUsage {
     pub reset_after: u64,
 }
 
+/// The body of `POST /rate/check`.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)] // documents the request shape; the handler reads JSON by hand
+pub struct EndpointBody {
+    /// 1 to 128 characters.
+    #[schema(min_length = 1, max_length = 128)]
+    pub endpoint: String,
+}
+
 /// Records one event for (user, endpoint) when under the limit; 200 or 429.
 /// Checks the header before the body (seed B's order).
+#[utoipa::path(
+    post,
+    path = "/rate/check",
+    tag = "seed",
+    params(("X-User-Id" = String, Header, description = "The user: ASCII digits for 1 to 2^63 - 1")),
+    request_body(content = EndpointBody, description = "The endpoint checked"),
+    responses(
+        (status = 200, description = "Allowed and recorded; the rate-limit headers", body = LogUsage),
+        (status = 400, description = "X-User-Id missing or invalid, or the body is not a JSON object", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is larger than --max-body-bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "endpoint missing, not a string, empty or over 128 characters", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the limit: type …rate-limit-exceeded, Retry-After", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unavailable and the policy fails closed", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn handle(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -20,7 +20,7 @@ use crate::state::AppState;
 pub const PING: &str = "ping";
 
 /// The body of `GET /ping` and `GET /status`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WindowUsage {
     /// The client key (invalid UTF-8 replaced by U+FFFD).
     pub key: String,
@@ -55,6 +55,18 @@ impl WindowUsage {
 }
 
 /// Counts the request against its client key; 200 or 429.
+#[utoipa::path(
+    get,
+    path = "/ping",
+    tag = "seed",
+    params(("X-Client-Key" = Option<String>, Header, description = "The client key (any bytes up to 4096; 127.0.0.1 when missing or empty), unless --ping-key says otherwise")),
+    responses(
+        (status = 200, description = "Allowed and counted; the rate-limit headers", body = WindowUsage),
+        (status = 400, description = "The client key is longer than 4096 bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Over the limit: type …rate-limit-exceeded, Retry-After", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unavailable and the policy fails closed", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn handle(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

@@ -18,7 +18,7 @@ use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 /// What a reset deleted.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Reset {
     /// The user whose events were deleted.
     pub user_id: u64,
@@ -30,6 +30,23 @@ pub struct Reset {
 }
 
 /// Deletes the user's events, all endpoints or one.
+#[utoipa::path(
+    delete,
+    path = "/rate/reset/{user_id}",
+    tag = "seed",
+    params(
+        ("user_id" = String, Path, description = "The user: ASCII digits for 1 to 2^63 - 1"),
+        ("endpoint" = Option<String>, Query, description = "Reset only this endpoint"),
+        ("X-Admin-Key" = String, Header, description = "The admin key (RATEWARDEN_ADMIN_KEY)"),
+    ),
+    responses(
+        (status = 200, description = "Reset", body = Reset),
+        (status = 403, description = "No admin key configured, none sent or a wrong one", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The user id is not a positive integer", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "endpoint empty or over 128 characters", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unavailable", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn handle(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

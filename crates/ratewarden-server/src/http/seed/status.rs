@@ -10,6 +10,17 @@ use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 /// The current window's usage of `key`, without counting this request.
+#[utoipa::path(
+    get,
+    path = "/status",
+    tag = "seed",
+    params(("key" = String, Query, description = "The client key, percent-encoded")),
+    responses(
+        (status = 200, description = "The current window's usage, not counted", body = WindowUsage),
+        (status = 422, description = "key missing, empty or longer than 4096 bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unavailable", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn handle(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,

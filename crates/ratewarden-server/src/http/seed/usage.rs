@@ -11,6 +11,21 @@ use crate::http::problem::ApiError;
 use crate::state::AppState;
 
 /// Current usage of (user, endpoint), recording nothing.
+#[utoipa::path(
+    get,
+    path = "/rate/status",
+    tag = "seed",
+    params(
+        ("X-User-Id" = String, Header, description = "The user: ASCII digits for 1 to 2^63 - 1"),
+        ("endpoint" = String, Query, description = "The endpoint, percent-encoded"),
+    ),
+    responses(
+        (status = 200, description = "The usage, not recorded", body = LogUsage),
+        (status = 400, description = "X-User-Id missing or invalid", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "endpoint missing, empty or over 128 characters", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unavailable", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+    )
+)]
 pub async fn handle(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -1,0 +1,64 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document of every route, built
+//! from the handlers' `#[utoipa::path]` attributes and the answer types'
+//! `ToSchema` derives (see [`super::routes_and_api`]).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::routing::get;
+use utoipa::OpenApi;
+use utoipa::openapi::OpenApi as Document;
+
+/// The document's fixed parts: title, version, description, tags, the
+/// shared problem schema.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "ratewarden",
+        description = "A rate-limiting service: the seed routes (GET /ping, GET /status, POST /rate/check, GET /rate/status, DELETE /rate/reset/{user_id}) and the general decision API (/v1). Errors are RFC 9457 problem details (application/problem+json). See docs/api.md."
+    ),
+    tags(
+        (name = "seed", description = "The seed routes: a fixed window per client (/ping) and a sliding log per user and endpoint (/rate)"),
+        (name = "decisions", description = "Checks of any policy, decided all or nothing, and reads"),
+        (name = "admin", description = "Fail closed: needs X-Admin-Key"),
+        (name = "meta", description = "This document"),
+    ),
+    paths(handle),
+    components(schemas(crate::http::problem::Problem))
+)]
+struct Base;
+
+/// The base document, version from the crate.
+pub fn base() -> Document {
+    let mut doc = Base::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    doc
+}
+
+/// The OpenAPI document (JSON).
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "meta",
+    responses((status = 200, description = "The OpenAPI 3.1 document of every route", content_type = "application/json"))
+)]
+#[allow(dead_code)] // read by `#[openapi(paths(handle))]` only
+async fn handle() -> &'static str {
+    // Never routed: `route` serves the document (which must exist before
+    // its own route); this function only carries the route's description.
+    ""
+}
+
+/// The route serving `api`, serialized once.
+pub fn route<S: Clone + Send + Sync + 'static>(api: Document) -> Router<S> {
+    let json: Arc<serde_json::Value> =
+        Arc::new(serde_json::to_value(&api).unwrap_or(serde_json::Value::Null));
+    Router::new().route(
+        "/openapi.json",
+        get(move || {
+            let json = Arc::clone(&json);
+            async move { Json((*json).clone()) }
+        }),
+    )
+}
