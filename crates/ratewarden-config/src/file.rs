@@ -169,6 +169,9 @@ impl ConfigFile {
             }
         }
         r.no_duplicate_names(&policies);
+        // In file order (a table's unknown keys are found before its values).
+        r.errors
+            .sort_by_key(|e| e.location.as_ref().map(|l| (l.line, l.column)));
         if r.errors.is_empty() {
             Ok(ConfigFile {
                 path: path.to_path_buf(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// An instant as integer nanoseconds since the Unix epoch, UTC (SPEC section 6).
+/// An instant as integer nanoseconds since the Unix epoch, UTC (docs/semantics.md §2).
 ///
 /// `u64` nanoseconds reach the year 2554. Arithmetic saturates instead of
 /// wrapping, so huge windows never panic.

@@ -8,7 +8,7 @@ pub enum Outcome {
     /// The request passed and its cost was recorded.
     Allowed,
     /// The request was refused; the same request would pass after
-    /// `retry_after` if nothing else arrived (SPEC section 6, the shortest
+    /// `retry_after` if nothing else arrived (docs/semantics.md §2, the shortest
     /// such wait).
     Denied {
         /// Always longer than zero.

@@ -25,7 +25,7 @@
 //! - [`key`]: [`Key`], opaque multi-part keys.
 //! - [`quota`]: [`Quota`], [`Algorithm`], [`Policy`], [`Mode`], [`Attempt`].
 //! - [`decision`]: [`Decision`], [`Outcome`].
-//! - [`algorithm`]: one module per algorithm of SPEC section 6.
+//! - [`algorithm`]: one module per algorithm of docs/semantics.md §2.
 //! - [`batch`]: [`Batch`], [`Acquire`], [`Settlement`]: several checks
 //!   decided all or nothing.
 //! - [`store`]: the [`Store`] trait, [`KeyMatch`] and [`StoreError`].

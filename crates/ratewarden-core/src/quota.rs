@@ -14,7 +14,7 @@ pub const MAX_COUNT: u64 = i64::MAX as u64;
 
 /// A limit of `limit` units per `window`. Cannot be built invalid.
 ///
-/// A limit of 0 is valid and denies everything (a kill switch, SPEC section 5).
+/// A limit of 0 is valid and denies everything (a kill switch, docs/semantics.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     limit: u64,
@@ -26,7 +26,7 @@ pub struct Quota {
 /// Why a [`Quota`] could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuotaError {
-    /// A window must be longer than zero (SPEC section 5).
+    /// A window must be longer than zero (docs/semantics.md).
     #[error("the window must be longer than zero")]
     ZeroWindow,
     /// The window does not fit in 64-bit nanoseconds (about 584 years).
@@ -108,7 +108,7 @@ impl Quota {
     }
 }
 
-/// The rate-limiting algorithms (SPEC section 6).
+/// The rate-limiting algorithms (docs/semantics.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     /// Counts attempts per epoch-aligned window (seed A). Up to 2× the
@@ -270,12 +270,12 @@ impl Attempt {
     }
 }
 
-/// `d` rounded up to whole seconds: the `Retry-After` rule (SPEC section 6).
+/// `d` rounded up to whole seconds: the `Retry-After` rule (docs/semantics.md §2).
 pub fn ceil_secs(d: Duration) -> u64 {
     duration_nanos(d).div_ceil(1_000_000_000)
 }
 
-/// `d` rounded up to whole milliseconds (SPEC section 6).
+/// `d` rounded up to whole milliseconds (docs/semantics.md §2).
 pub fn ceil_millis(d: Duration) -> u64 {
     duration_nanos(d).div_ceil(1_000_000)
 }

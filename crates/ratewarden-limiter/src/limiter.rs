@@ -349,7 +349,8 @@ impl Limiter {
         let results = defs
             .iter()
             .map(|def| {
-                metrics::counter!("ratewarden_decisions_total", "policy" => def.name().to_owned(), "outcome" => "failed_open")
+                let policy = metrics::SharedString::from(Arc::clone(&def.policy.name));
+                metrics::counter!("ratewarden_decisions_total", "policy" => policy, "outcome" => "failed_open")
                     .increment(1);
                 CheckResult {
                     decision: Decision {

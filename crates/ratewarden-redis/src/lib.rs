@@ -23,7 +23,7 @@
 //! all-or-nothing rule and writing (with expiries) cannot interleave with
 //! another instance's decision, so a single Redis server never
 //! over-admits and a denied batch never leaves a charge. The answers are those
-//! of SPEC section 6, exactly as the memory and SQLite stores give them
+//! of docs/semantics.md §2, exactly as the memory and SQLite stores give them
 //! (the conformance suite checks it): the script returns the state it
 //! saw, and Rust runs the reference algorithm of `ratewarden_core` on it.
 //! What Redis itself may lose is outside this promise: with asynchronous

@@ -1,4 +1,4 @@
-//! The store conformance suite (SPEC section 6) on Redis: all eleven
+//! The store conformance suite (docs/semantics.md §2) on Redis: all eleven
 //! checks for each of the four algorithms, each test with a redis-server
 //! of its own on a free port (killed when the test ends).
 

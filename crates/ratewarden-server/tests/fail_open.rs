@@ -1,6 +1,6 @@
 //! What the service answers when its store is unavailable: the operator's
 //! `--on-store-error` policy, with nothing that claims a quota it did not
-//! check (SPEC section 5).
+//! check (docs/semantics.md).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Black-box tests of `ratewarden replay`: the built binary, a trace on
 //! standard input, decisions on standard output. Expected lines are worked
-//! out by hand from SPEC section 6.
+//! out by hand from docs/semantics.md §2.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -1,5 +1,5 @@
 //! ratewarden's embedded SQLite store: zero setup, counters survive
-//! restarts, the seeds' schema exactly (SPEC sections 1 and 2).
+//! restarts, the seeds' schema exactly (docs/semantics.md §6 and §8).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

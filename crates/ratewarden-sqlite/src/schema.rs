@@ -1,4 +1,4 @@
-//! The seeds' schema (SPEC sections 1 and 2), created idempotently and
+//! The seeds' schema (docs/semantics.md §6 and §8), created idempotently and
 //! versioned with `PRAGMA user_version` so later releases can migrate.
 //!
 //! `api_calls.id` is a plain `INTEGER PRIMARY KEY` (the rowid), not

@@ -62,7 +62,7 @@ mod tests {
 
     #[test]
     fn the_seed_example_window_start() {
-        // SPEC section 1: W = 60 at 2026-01-01T00:00:45Z gives 00:00:00Z.
+        // docs/semantics.md §6: W = 60 at 2026-01-01T00:00:45Z gives 00:00:00Z.
         let t = Timestamp::from_unix_secs(1_767_225_600);
         assert_eq!(window_start(t), "2026-01-01T00:00:00Z");
         assert_eq!(

@@ -1,6 +1,6 @@
 //! The reference model of several policies decided together: one
 //! [`Model`] per policy (name and algorithm) and the all-or-nothing rule,
-//! written from docs/semantics.md ("Several policies per request") without
+//! written from docs/semantics.md (§4, "Several policies per request") without
 //! `ratewarden_core::batch`.
 //!
 //! The rule, as the model applies it to a batch at `t`:

@@ -3,7 +3,7 @@
 //! dev-dependency only.
 //!
 //! Every store must give the same decisions for the same requests at the
-//! same times (SPEC section 6). [`store_conformance!`] stamps out the whole
+//! same times (docs/semantics.md §2). [`store_conformance!`] stamps out the whole
 //! suite, one test per (check, algorithm), for a store factory:
 //!
 //! ```no_run
@@ -21,7 +21,7 @@
 //!
 //! # Layout
 //! - [`model`]: [`model::Model`], one naive reference model per algorithm,
-//!   written from SPEC section 6 without `ratewarden_core::algorithm`.
+//!   written from docs/semantics.md §2 without `ratewarden_core::algorithm`.
 //! - [`ledger`]: [`ledger::Ledger`], the models of several policies and the
 //!   all-or-nothing rule for batches.
 //! - [`conformance`]: the checks, async functions of

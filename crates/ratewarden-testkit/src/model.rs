@@ -1,5 +1,5 @@
 //! Naive reference models of the four algorithms, written straight from
-//! SPEC section 6 and nothing else.
+//! docs/semantics.md §2 and nothing else.
 //!
 //! Why a second implementation: the stores run the pure functions of
 //! `ratewarden_core::algorithm`, so comparing a store with those functions
@@ -8,7 +8,7 @@
 //! modules) and favour the obvious over the efficient: a map from
 //! `(key, window index)` to a count, every live event of the sliding log,
 //! one theoretical arrival time per key. All arithmetic is exact (`u128` /
-//! `i128`); the only saturations are the ones SPEC and the stores share:
+//! `i128`); the only saturations are the ones the definition and the stores share:
 //! counts stop at `i64::MAX` ([`MAX_COUNT`]) and GCRA instants at
 //! `i64::MAX` nanoseconds ([`MAX_INSTANT`]), because SQLite and Redis keep
 //! signed 64-bit integers.
@@ -66,14 +66,14 @@ pub enum Expected {
 pub struct Answer {
     /// Allowed, denied (with the wait) or never.
     pub outcome: Expected,
-    /// Units that could still pass after this decision (SPEC section 6).
+    /// Units that could still pass after this decision (docs/semantics.md §2).
     pub remaining: u64,
 }
 
 /// What every reference model offers. Times are nanoseconds since the
 /// epoch; `key` is an opaque byte string.
 pub trait ReferenceModel: std::fmt::Debug {
-    /// Decides a request of `cost` units at `t` and records it as SPEC
+    /// Decides a request of `cost` units at `t` and records it as docs/semantics.md §2
     /// section 6 says.
     fn acquire(&mut self, key: &[u8], quota: &Quota, t: u64, cost: u64) -> Answer;
 
@@ -353,7 +353,7 @@ pub struct SlidingWindow {
     counts: HashMap<(Vec<u8>, u64), u64>,
 }
 
-/// The quantities of SPEC section 6 at one instant, widened.
+/// The quantities of docs/semantics.md §2 at one instant, widened.
 struct SlidingView {
     w: u128,
     l: u128,
@@ -738,7 +738,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
-        /// SPEC's closed-form `retry_after` is the definition's "shortest
+        /// The closed-form `retry_after` is the definition's "shortest
         /// wait after which the same request would pass", for every
         /// algorithm: checked against every shorter wait.
         #[test]

@@ -1,4 +1,4 @@
-//! The store conformance suite (SPEC section 6) for every store in this
+//! The store conformance suite (docs/semantics.md §2) for every store in this
 //! workspace: in-memory and SQLite (a temporary file per test).
 
 use ratewarden_core::MemoryStore;

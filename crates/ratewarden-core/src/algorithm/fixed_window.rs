@@ -1,4 +1,4 @@
-//! Fixed window (seed A, SPEC section 6).
+//! Fixed window (seed A, docs/semantics.md §2).
 //!
 //! `k = floor(t / W)`; windows are aligned to the Unix epoch. An attempt
 //! of cost `c` is allowed iff `count[k] + c <= L`; an allowed attempt adds

@@ -1,5 +1,5 @@
 //! GCRA, the generic cell rate algorithm: a token bucket kept as one
-//! number (SPEC section 6).
+//! number (docs/semantics.md §2).
 //!
 //! Emission interval `T = W / L` (integer nanoseconds, rounded down, at
 //! least 1). Per key a theoretical arrival time `tat` (absent = `t`).

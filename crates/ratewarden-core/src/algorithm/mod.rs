@@ -1,5 +1,5 @@
 //! The algorithms as pure functions of (state, quota, attempt) to
-//! (decision, next state), exactly as SPEC section 6 defines them: integer
+//! (decision, next state), exactly as docs/semantics.md §2 defines them: integer
 //! nanoseconds, no floating point, saturating arithmetic. No IO; stores
 //! call these inside their atomic step.
 

@@ -1,7 +1,7 @@
-//! Sliding log (seed B, SPEC section 6).
+//! Sliding log (seed B, docs/semantics.md §2).
 //!
 //! An event recorded at `e` is live at `t` iff `t − e < W`: an event exactly
-//! `W` old has left the window (SPEC section 5). With `n` live events a
+//! `W` old has left the window (docs/semantics.md). With `n` live events a
 //! request of cost `c` is allowed iff `n + c <= L`; then `c` events are
 //! recorded at `t`. A denied request records nothing, and
 //! `retry_after = e_j + W − t` with `e_j` the `j`-th oldest live event,

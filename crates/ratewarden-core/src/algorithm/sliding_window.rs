@@ -1,4 +1,4 @@
-//! Sliding window counter: the two-counter approximation (SPEC section 6).
+//! Sliding window counter: the two-counter approximation (docs/semantics.md §2).
 //!
 //! `k = floor(t / W)`, `elapsed = t − k·W`, `prev = count[k−1]`,
 //! `curr = count[k]`. The weighted load is `prev·(W − elapsed) + curr·W`
@@ -108,7 +108,7 @@ impl View<'_> {
         u128::from(self.prev) * (self.w - self.elapsed) + u128::from(curr) * self.w
     }
 
-    /// The smallest wait after which `c` more units pass (SPEC section 6).
+    /// The smallest wait after which `c` more units pass (docs/semantics.md §2).
     fn retry_after(&self, curr: u64, c: u64) -> Duration {
         let (w, l, c128) = (self.w, self.l, u128::from(c));
         let to_next_window = w - self.elapsed;

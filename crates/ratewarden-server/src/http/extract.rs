@@ -1,4 +1,4 @@
-//! Reading and validating request input (SPEC section 2's validation table
+//! Reading and validating request input (docs/semantics.md §6's validation table
 //! and section 5's decisions). Every failure is an [`ApiError`].
 
 use axum::body::Bytes;
@@ -9,12 +9,12 @@ use percent_encoding::percent_decode;
 use super::problem::ApiError;
 use crate::state::AppState;
 
-/// The longest `endpoint`, in Unicode scalar values (seed B, SPEC section 2).
+/// The longest `endpoint`, in Unicode scalar values (seed B, docs/semantics.md §6).
 pub const MAX_ENDPOINT_CHARS: usize = 128;
 
 /// A user id, 1 to 2^63 − 1, from ASCII digits with leading zeros allowed
 /// (`05` is 5). `+5`, ` 5`, `1e3`, `0x10`, `-1`, `0` and non-ASCII digits
-/// are invalid (SPEC section 5).
+/// are invalid (docs/semantics.md).
 pub fn parse_user_id(raw: &[u8]) -> Option<u64> {
     if raw.is_empty() || !raw.iter().all(u8::is_ascii_digit) {
         return None;

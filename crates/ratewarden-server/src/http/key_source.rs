@@ -1,4 +1,4 @@
-//! Which client a GET /ping counts against (SPEC section 1, "Key source").
+//! Which client a GET /ping counts against (docs/semantics.md §6, "Key source").
 //!
 //! `X-Forwarded-For` is only believed when the TCP peer is a proxy the
 //! operator named: anyone else can write any address into it.
@@ -23,7 +23,7 @@ pub fn client_key(source: &KeySource, headers: &HeaderMap, peer: SocketAddr) -> 
 }
 
 /// All `X-Client-Key` values joined with ", " (as PHP's `getHeaderLine`);
-/// [`DEFAULT_CLIENT_KEY`] when there is none or it is empty (SPEC section 5).
+/// [`DEFAULT_CLIENT_KEY`] when there is none or it is empty (docs/semantics.md).
 fn header_key(headers: &HeaderMap) -> Vec<u8> {
     let mut key = Vec::new();
     for (i, value) in headers.get_all("x-client-key").iter().enumerate() {

@@ -25,7 +25,12 @@ use utoipa::openapi::OpenApi as Document;
         (name = "meta", description = "This document"),
     ),
     paths(handle),
-    components(schemas(crate::http::problem::Problem))
+    components(schemas(
+        crate::http::problem::Problem,
+        crate::http::v1::schema::KeyPart,
+        crate::http::v1::schema::PolicyName,
+        crate::http::v1::schema::UserId,
+    ))
 )]
 struct Base;
 

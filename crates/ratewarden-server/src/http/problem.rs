@@ -137,7 +137,7 @@ impl ApiError {
         )
     }
 
-    /// 429 with `Retry-After` in whole seconds, rounded up (SPEC section 3).
+    /// 429 with `Retry-After` in whole seconds, rounded up (docs/semantics.md §6).
     pub fn rate_limited(
         detail: String,
         retry_after: Duration,

@@ -1,5 +1,5 @@
-//! Under any concurrency exactly `limit` requests of a window pass (SPEC
-//! sections 1 and 2: increment/read-back and count/insert are atomic).
+//! Under any concurrency exactly `limit` requests of a window pass
+//! (docs/semantics.md §2: increment/read-back and count/insert are atomic).
 
 use std::sync::Arc;
 

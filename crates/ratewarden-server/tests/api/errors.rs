@@ -1,5 +1,5 @@
 //! Errors outside the seed routes' own validation: unknown routes, wrong
-//! methods, oversized and non-JSON bodies (SPEC section 3).
+//! methods, oversized and non-JSON bodies (docs/semantics.md §6).
 
 use crate::helpers::{
     ADMIN_KEY, AppOptions, TestApp, assert_no_leak, header, ok_json, problem, spawn, spawn_app,

@@ -402,7 +402,7 @@ pub async fn problem(response: Response, status: u16) -> (HeaderMap, Value) {
     (headers, body)
 }
 
-/// No error body carries SQL, driver names or panic messages (SPEC section 3).
+/// No error body carries SQL, driver names or panic messages (docs/semantics.md §6).
 pub fn assert_no_leak(text: &str) {
     for word in ["SELECT", "INSERT", "rusqlite", "panicked"] {
         assert!(!text.contains(word), "error body leaks {word:?}: {text}");

@@ -1,5 +1,5 @@
 //! Client keys are opaque: any key maps to its own counter, and an
-//! oversized one is a 4xx problem (SPEC section 5).
+//! oversized one is a 4xx problem (docs/semantics.md).
 
 use crate::helpers::{encode, ok_json, problem, spawn_app};
 

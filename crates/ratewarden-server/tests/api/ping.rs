@@ -1,4 +1,4 @@
-//! GET /ping and GET /status: seed A's fixed window (SPEC section 1).
+//! GET /ping and GET /status: seed A's fixed window (docs/semantics.md §6).
 
 use std::time::Duration;
 

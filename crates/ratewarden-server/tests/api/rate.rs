@@ -1,5 +1,5 @@
 //! POST /rate/check, GET /rate/status, DELETE /rate/reset/{userId}: seed
-//! B's sliding log (SPEC section 2), its status table and the seed's
+//! B's sliding log (docs/semantics.md §6), its status table and the seed's
 //! attack list ATK-01 … ATK-12.
 
 use serde_json::json;

@@ -1,5 +1,5 @@
 //! Counters in SQLite survive a restart; a new limit applies to the
-//! stored counts (SPEC section 5).
+//! stored counts (docs/semantics.md).
 
 use crate::helpers::{AppOptions, at, ok_json, problem, spawn_app};
 

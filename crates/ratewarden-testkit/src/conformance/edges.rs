@@ -1,4 +1,4 @@
-//! The edge cases of SPEC section 6, per algorithm: window edges to the
+//! The edge cases of docs/semantics.md §2, per algorithm: window edges to the
 //! nanosecond, costs that can never pass, limits of 0 and 1, and values at
 //! the ends of the integer ranges.
 
@@ -18,7 +18,7 @@ fn denied(retry_after_ns: u64) -> Expected {
 }
 
 /// The first and last nanosecond of a window, and an event exactly `W`
-/// old, with the values SPEC section 6 gives worked out by hand; then
+/// old, with the values docs/semantics.md §2 gives worked out by hand; then
 /// every nanosecond around several edges, compared with the model.
 pub async fn window_edges_follow_the_spec(store: Arc<dyn Store>, algorithm: Algorithm) {
     let store = &*store;

@@ -1,6 +1,6 @@
 //! The store conformance suite: checks that a [`Store`] decides exactly as
-//! SPEC section 6 says, by comparing every decision with the naive
-//! [`Model`] (outcome, `retry_after` to the nanosecond, `remaining`).
+//! docs/semantics.md §2 says, by comparing every decision with the naive
+//! [`Model`](crate::model::Model) (outcome, `retry_after` to the nanosecond, `remaining`).
 //!
 //! Each check is an async function of `(Arc<dyn Store>, Algorithm)` that
 //! panics with the exact inputs (quota, key, times, costs, expected and
@@ -377,7 +377,7 @@ impl<'a> Session<'a> {
         deleted
     }
 
-    /// Asserts `decision` is `outcome` with `remaining`: SPEC values worked
+    /// Asserts `decision` is `outcome` with `remaining`: hand-worked values worked
     /// out by hand, which pin the model down as well as the store.
     pub(crate) fn expect(
         &self,
@@ -389,7 +389,7 @@ impl<'a> Session<'a> {
         let got = (observed(decision), decision.remaining);
         assert!(
             got == (outcome, remaining),
-            "{}\n{what}: SPEC says {}, the store said {}",
+            "{}\n{what}: the definition says {}, the store said {}",
             self.context(),
             show(outcome, remaining),
             show(got.0, got.1),
@@ -410,7 +410,7 @@ impl<'a> Session<'a> {
             || decision.limit != limit
         {
             return Err(format!(
-                "{}\n{request}:\n  model (SPEC 6): {}\n  store:          {} (limit {})",
+                "{}\n{request}:\n  model (docs/semantics.md §2): {}\n  store:          {} (limit {})",
                 self.context(),
                 show(expected.outcome, expected.remaining),
                 show(got, decision.remaining),
@@ -422,7 +422,7 @@ impl<'a> Session<'a> {
 
     fn context(&self) -> String {
         let mut text = format!(
-            "{} disagrees with SPEC section 6 ({})",
+            "{} disagrees with docs/semantics.md §2 ({})",
             self.policy.algorithm,
             describe_quota(&self.policy.quota)
         );

@@ -50,7 +50,7 @@ pub struct EndpointBody {
     post,
     path = "/rate/check",
     tag = "seed",
-    params(("X-User-Id" = String, Header, description = "The user: ASCII digits for 1 to 2^63 - 1")),
+    params(("X-User-Id" = crate::http::v1::schema::UserId, Header, description = "The user: ASCII digits for a number from 1 to 2^63 - 1, leading zeros allowed")),
     request_body(content = EndpointBody, description = "The endpoint checked"),
     responses(
         (status = 200, description = "Allowed and recorded; the rate-limit headers", body = LogUsage),

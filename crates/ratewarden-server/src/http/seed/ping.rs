@@ -59,7 +59,7 @@ impl WindowUsage {
     get,
     path = "/ping",
     tag = "seed",
-    params(("X-Client-Key" = Option<String>, Header, description = "The client key (any bytes up to 4096; 127.0.0.1 when missing or empty), unless --ping-key says otherwise")),
+    params(("X-Client-Key" = Option<String>, Header, max_length = 4096, description = "The client key (any bytes, 4096 at most; 127.0.0.1 when missing or empty), unless --ping-key says otherwise")),
     responses(
         (status = 200, description = "Allowed and counted; the rate-limit headers", body = WindowUsage),
         (status = 400, description = "The client key is longer than 4096 bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),

@@ -35,8 +35,8 @@ pub struct Reset {
     path = "/rate/reset/{user_id}",
     tag = "seed",
     params(
-        ("user_id" = String, Path, description = "The user: ASCII digits for 1 to 2^63 - 1"),
-        ("endpoint" = Option<String>, Query, description = "Reset only this endpoint"),
+        ("user_id" = crate::http::v1::schema::UserId, Path, description = "The user: ASCII digits for a number from 1 to 2^63 - 1 (anything else is 404)"),
+        ("endpoint" = Option<String>, Query, min_length = 1, max_length = 128, description = "Reset only this endpoint (1 to 128 characters)"),
         ("X-Admin-Key" = String, Header, description = "The admin key (RATEWARDEN_ADMIN_KEY)"),
     ),
     responses(

@@ -14,7 +14,7 @@ use crate::state::AppState;
     get,
     path = "/status",
     tag = "seed",
-    params(("key" = String, Query, description = "The client key, percent-encoded")),
+    params(("key" = String, Query, min_length = 1, max_length = 4096, description = "The client key, percent-encoded (4096 bytes at most)")),
     responses(
         (status = 200, description = "The current window's usage, not counted", body = WindowUsage),
         (status = 422, description = "key missing, empty or longer than 4096 bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),

@@ -16,8 +16,8 @@ use crate::state::AppState;
     path = "/rate/status",
     tag = "seed",
     params(
-        ("X-User-Id" = String, Header, description = "The user: ASCII digits for 1 to 2^63 - 1"),
-        ("endpoint" = String, Query, description = "The endpoint, percent-encoded"),
+        ("X-User-Id" = crate::http::v1::schema::UserId, Header, description = "The user: ASCII digits for a number from 1 to 2^63 - 1, leading zeros allowed"),
+        ("endpoint" = String, Query, min_length = 1, max_length = 128, description = "The endpoint, percent-encoded: 1 to 128 characters"),
     ),
     responses(
         (status = 200, description = "The usage, not recorded", body = LogUsage),

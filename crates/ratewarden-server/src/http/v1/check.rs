@@ -12,24 +12,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use super::schema::{KeyParts, PolicyName};
 use super::{CheckAnswer, MAX_CHECKS, key_from_parts};
 use crate::http::extract::JsonObject;
 use crate::http::headers::outcome_headers;
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
-
-/// A key: one part as a string (not empty), or several parts in order
-/// (at least one; a single part must not be empty), never colliding with
-/// a joined string.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // documents the request shape; the handler reads JSON by hand
-pub enum KeyParts {
-    /// One part.
-    One(String),
-    /// Several parts.
-    Parts(Vec<String>),
-}
 
 /// One check.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -38,13 +26,17 @@ pub enum KeyParts {
 #[allow(dead_code)] // documents the request shape; the handler reads JSON by hand
 pub struct CheckRequest {
     /// The policy's name.
-    #[schema(min_length = 1)]
-    pub policy: String,
+    pub policy: PolicyName,
     /// Whose counter.
     pub key: KeyParts,
     /// Units, at least 1 (default 1).
+    #[serde(default = "one")]
     #[schema(minimum = 1)]
-    pub cost: Option<u64>,
+    pub cost: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// Several checks, decided all or nothing.
@@ -66,6 +58,18 @@ pub enum CheckBody {
     One(CheckRequest),
     /// A batch: its answer has `allowed` and `results`.
     Batch(BatchRequest),
+}
+
+/// The answer of `POST /v1/check`: the check's fields for one check,
+/// `{allowed, results}` for a batch.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // documents the answer's shape; `render` builds it
+pub enum CheckResponse {
+    /// One check.
+    One(CheckAnswer),
+    /// A batch.
+    Batch(BatchAnswer),
 }
 
 /// A batch's answer.
@@ -92,7 +96,7 @@ struct Parsed {
     tag = "decisions",
     request_body(content = CheckBody, description = "One check, or {\"checks\": [...]} with 1 to 64 checks decided all or nothing"),
     responses(
-        (status = 200, description = "Allowed: the check's answer (one check) or {allowed, results} (a batch); RateLimit-Policy, RateLimit and X-RateLimit-* headers", body = CheckAnswer),
+        (status = 200, description = "Allowed: the check's answer (one check) or {allowed, results} (a batch); RateLimit-Policy, RateLimit and X-RateLimit-* headers", body = CheckResponse),
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No policy has that name", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than --max-body-bytes", body = Problem, content_type = "application/problem+json"),
@@ -212,6 +216,18 @@ fn parse(body: &Map<String, Value>) -> Result<(Vec<Parsed>, bool), ApiError> {
     Ok((parsed, true))
 }
 
+/// A JSON number that is a whole number (`1`, and `1.0` as JSON Schema's
+/// `integer` has it), up to what a double holds exactly (2^53) when
+/// written with a fraction.
+fn whole_number(v: &Value) -> Option<u64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=EXACT).contains(f))
+            .map(|f| f as u64)
+    })
+}
+
 /// One check object; `at` prefixes field names in messages (`checks[2].`).
 fn parse_check(check: &Map<String, Value>, at: &str) -> Result<Parsed, ApiError> {
     if let Some(other) = check
@@ -259,7 +275,7 @@ fn parse_check(check: &Map<String, Value>, at: &str) -> Result<Parsed, ApiError>
     let key = key_from_parts(&field, &parts)?;
     let cost = match check.get("cost") {
         None => NonZeroU64::MIN,
-        Some(v) => v.as_u64().and_then(NonZeroU64::new).ok_or_else(|| {
+        Some(v) => whole_number(v).and_then(NonZeroU64::new).ok_or_else(|| {
             ApiError::unprocessable(format!(
                 "'{at}cost' must be a whole number of at least 1, not {v}"
             ))

@@ -34,8 +34,8 @@ pub struct Deleted {
     path = "/v1/counters",
     tag = "admin",
     params(
-        ("policy" = String, Query, description = "The policy's name"),
-        ("key" = Vec<String>, Query, explode = true, description = "The key; repeat the parameter for a key of several parts"),
+        ("policy" = super::schema::PolicyName, Query, description = "The policy's name"),
+        ("key" = Vec<super::schema::KeyPart>, Query, explode = true, min_items = 1, max_items = 4, description = "The key; repeat the parameter for a key of several parts (4096 bytes in all at most)"),
         ("X-Admin-Key" = String, Header, description = "The admin key (RATEWARDEN_ADMIN_KEY)"),
     ),
     responses(

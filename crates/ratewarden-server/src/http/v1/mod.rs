@@ -6,6 +6,7 @@
 pub mod check;
 pub mod counters;
 pub mod policies;
+pub mod schema;
 pub mod status;
 
 use ratewarden_core::{Key, Mode, ceil_millis};

@@ -16,8 +16,8 @@ use crate::state::AppState;
     path = "/v1/status",
     tag = "decisions",
     params(
-        ("policy" = String, Query, description = "The policy's name"),
-        ("key" = Vec<String>, Query, explode = true, description = "The key; repeat the parameter for a key of several parts"),
+        ("policy" = super::schema::PolicyName, Query, description = "The policy's name"),
+        ("key" = Vec<super::schema::KeyPart>, Query, explode = true, min_items = 1, max_items = 4, description = "The key; repeat the parameter for a key of several parts (4096 bytes in all at most)"),
     ),
     responses(
         (status = 200, description = "The key's status", body = CheckAnswer),
