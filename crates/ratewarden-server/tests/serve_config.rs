@@ -159,6 +159,82 @@ async fn reload_on_change_keeps_counters_and_a_broken_file_changes_nothing(kind:
     assert_eq!(check(&client, &app.base, "new").await.0, 404, "removed");
 }
 
+/// Every algorithm through `/v1/check` of the real process, a batch denied
+/// by one policy charging none, shadow and unknown policies, bad bodies.
+async fn every_algorithm_and_all_or_nothing_over_a_real_process(kind: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _redis) = store(kind, dir.path());
+    let mut config = String::new();
+    for algorithm in ["fixed_window", "sliding_log", "sliding_window", "gcra"] {
+        config.push_str(&format!(
+            "[[policies]]\nname = \"{algorithm}\"\nalgorithm = \"{algorithm}\"\nlimit = 2\nwindow = \"1h\"\n\n"
+        ));
+    }
+    config.push_str("[[policies]]\nname = \"dry\"\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1h\"\nshadow = true\n");
+    let path = dir.path().join("rw.toml");
+    std::fs::write(&path, config).unwrap();
+    let app = Instance::start(&store, &["--config", path.to_str().unwrap()]).await;
+    let client = reqwest::Client::new();
+    for algorithm in ["fixed_window", "sliding_log", "sliding_window", "gcra"] {
+        assert_eq!(
+            check(&client, &app.base, algorithm).await.0,
+            200,
+            "{algorithm}"
+        );
+        assert_eq!(
+            check(&client, &app.base, algorithm).await.0,
+            200,
+            "{algorithm}"
+        );
+        let (status, body) = check(&client, &app.base, algorithm).await;
+        assert_eq!(status, 429, "{algorithm}: {body}");
+        assert_eq!(body["violated-policies"], json!([algorithm]));
+    }
+    let post = |body: Value| {
+        client
+            .post(format!("{}/v1/check", app.base))
+            .json(&body)
+            .send()
+    };
+    // gcra is used up for alice: the batch is denied and charges fixed_window nothing.
+    let batch = json!({"checks": [
+        {"policy": "fixed_window", "key": "bob"},
+        {"policy": "gcra", "key": "alice"},
+        {"policy": "dry", "key": "x"}
+    ]});
+    assert_eq!(post(batch.clone()).await.unwrap().status(), 429);
+    let status: Value = client
+        .get(format!(
+            "{}/v1/status?policy=fixed_window&key=bob",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["remaining"], 2, "the denied batch charged nothing");
+    let r = post(json!({"policy": "nope", "key": "k"})).await.unwrap();
+    assert_eq!(r.status(), 404);
+    let r = client
+        .post(format!("{}/v1/check", app.base))
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        "application/problem+json"
+    );
+    let r = post(json!({"policy": "dry", "key": "k", "cost": 0}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+}
+
 /// SIGHUP rereads a file whose changes the watcher cannot see (a symlink
 /// to a file elsewhere, edited in place).
 async fn sighup_reloads(kind: &str) {
@@ -202,6 +278,7 @@ macro_rules! on_every_store {
 }
 
 on_every_store!(
+    every_algorithm_and_all_or_nothing_over_a_real_process,
     reload_on_change_keeps_counters_and_a_broken_file_changes_nothing,
     sighup_reloads,
 );

@@ -1,0 +1,61 @@
+//! [`CompactKey`]: a key's encoding in 16 bytes.
+
+/// A key's encoding in 16 bytes: inline when it fits in 15 bytes, else a
+/// thin pointer to the heap. `InlineLen` has 16 values, so the other 240
+/// values of its byte tell the two variants apart and the enum needs no
+/// extra tag (checked by a test): a GCRA entry is 24 bytes.
+#[derive(Debug, Clone)]
+pub(super) enum CompactKey {
+    Inline { len: InlineLen, bytes: [u8; INLINE] },
+    Heap(Box<Box<[u8]>>),
+}
+
+/// The longest key stored inline, in bytes.
+const INLINE: usize = 15;
+
+/// 0 ..= 15, the length of an inline key.
+#[derive(Debug, Clone, Copy)]
+#[repr(u8)]
+#[rustfmt::skip]
+pub(super) enum InlineLen { L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15 }
+
+impl InlineLen {
+    const ALL: [InlineLen; 16] = [
+        InlineLen::L0,
+        InlineLen::L1,
+        InlineLen::L2,
+        InlineLen::L3,
+        InlineLen::L4,
+        InlineLen::L5,
+        InlineLen::L6,
+        InlineLen::L7,
+        InlineLen::L8,
+        InlineLen::L9,
+        InlineLen::L10,
+        InlineLen::L11,
+        InlineLen::L12,
+        InlineLen::L13,
+        InlineLen::L14,
+        InlineLen::L15,
+    ];
+}
+
+impl CompactKey {
+    pub(super) fn new(key: &[u8]) -> CompactKey {
+        match InlineLen::ALL.get(key.len()) {
+            Some(&len) => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..key.len()].copy_from_slice(key);
+                CompactKey::Inline { len, bytes }
+            }
+            None => CompactKey::Heap(Box::new(key.into())),
+        }
+    }
+
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        match self {
+            CompactKey::Inline { len, bytes } => &bytes[..*len as usize],
+            CompactKey::Heap(b) => b,
+        }
+    }
+}
