@@ -105,12 +105,18 @@ impl ConfigFile {
             path,
             text,
             errors: Vec::new(),
+            names: Vec::new(),
         };
         let root = match DeTable::parse(text) {
             Ok(root) => root,
             Err(e) => {
-                let at = e.span().map_or(0, |s| s.start);
-                r.error(at, None, e.message().trim().to_owned());
+                let span = e.span().unwrap_or(0..0);
+                let near = text.get(span.clone()).unwrap_or("").trim();
+                let message = match near {
+                    "" => e.message().trim().to_owned(),
+                    near => format!("{} ('{near}')", e.message().trim()),
+                };
+                r.error(span.start, None, message);
                 return Err(ConfigErrors(r.errors));
             }
         };
@@ -168,7 +174,7 @@ impl ConfigFile {
                 _ => r.unknown(key, None, &SETTINGS),
             }
         }
-        r.no_duplicate_names(&policies);
+        r.no_duplicate_names();
         // In file order (a table's unknown keys are found before its values).
         r.errors
             .sort_by_key(|e| e.location.as_ref().map(|l| (l.line, l.column)));
@@ -189,6 +195,9 @@ struct Reader<'a> {
     path: &'a Path,
     text: &'a str,
     errors: Vec<ConfigError>,
+    /// Every policy's name with its position and index, valid policy or
+    /// not, to find duplicates.
+    names: Vec<(String, usize, usize)>,
 }
 
 /// How a value of the wrong type reads in a message.
@@ -300,10 +309,7 @@ impl<'a> Reader<'a> {
         let at = value.span().start;
         let key_name = key.unwrap_or("");
         match i128::from_str_radix(i.as_str(), i.radix()) {
-            Ok(n) if n < 0 => {
-                let message = format!("{n} is negative; expected a whole number of 0 or more");
-                self.check(at, key_name, Err(message))
-            }
+            Ok(n) if n < 0 => self.check(at, key_name, Err(format!("{n} is negative"))),
             Ok(n) => match u64::try_from(n) {
                 Ok(n) => self.check(at, key_name, check(n)),
                 Err(_) => self.check(at, key_name, Err(format!("{n} is too large"))),
@@ -387,11 +393,15 @@ impl<'a> Reader<'a> {
             let p = path("name");
             let s = self.string(v, Some(&p))?;
             let at = v.span().start;
+            self.names.push((s.to_owned(), at, index));
             let s = self.check(at, &p, values::check_policy_name(s).map(str::to_owned))?;
             if SEED_POLICIES.contains(&s.as_str()) {
-                let message = format!(
-                    "'{s}' is the seed route's policy; set {s}_limit and {s}_window (and ping_algorithm) instead"
-                );
+                let settings = if s == "ping" {
+                    "ping_limit, ping_window and ping_algorithm"
+                } else {
+                    "check_limit and check_window"
+                };
+                let message = format!("'{s}' is the seed route's policy; set {settings} instead");
                 return self.check::<String>(at, &p, Err(message));
             }
             Some(s)
@@ -432,9 +442,9 @@ impl<'a> Reader<'a> {
         });
         let key = field("key").map(|v| self.key_parts(v, &path("key")));
         let matcher = field("match").and_then(|v| self.matcher(v, &path("match")));
-        if matcher.is_some() && key.is_none() {
+        if let (Some(m), None) = (field("match"), &key) {
             let message = "a policy with 'match' needs a 'key' to count requests by".to_owned();
-            self.error(at, Some(&path("match")), message);
+            self.error(m.span().start, Some(&path("match")), message);
         }
         if self.errors.len() > errors_before {
             return None;
@@ -503,6 +513,10 @@ impl<'a> Reader<'a> {
                 "methods" => {
                     let path = format!("{key}.methods");
                     let methods = self.strings(v, &path)?;
+                    if methods.is_empty() {
+                        let message = "an empty list matches no request; leave 'methods' out to match every method".to_owned();
+                        self.error(v.span().start, Some(&path), message);
+                    }
                     let checked = methods.into_iter().filter_map(|(at, p, m)| {
                         let ok = !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase());
                         let message =
@@ -520,21 +534,14 @@ impl<'a> Reader<'a> {
         Some(matcher)
     }
 
-    fn no_duplicate_names(&mut self, policies: &[PolicySpec]) {
-        for (i, p) in policies.iter().enumerate() {
-            if let Some(first) = policies[..i]
-                .iter()
-                .find(|q| q.policy.name == p.policy.name)
-            {
-                let message = format!(
-                    "the policy name '{}' is used twice (first at line {})",
-                    p.policy.name, first.location.line
-                );
-                self.errors.push(ConfigError {
-                    location: Some(p.location.clone()),
-                    key: Some(format!("policies[{i}].name")),
-                    message,
-                });
+    fn no_duplicate_names(&mut self) {
+        let names = std::mem::take(&mut self.names);
+        for (i, (name, at, index)) in names.iter().enumerate() {
+            if let Some((_, first, _)) = names[..i].iter().find(|(n, _, _)| n == name) {
+                let first_line = Location::of(self.path, self.text, *first).line;
+                let message =
+                    format!("the policy name '{name}' is used twice (first at line {first_line})");
+                self.error(*at, Some(&format!("policies[{index}].name")), message);
             }
         }
     }

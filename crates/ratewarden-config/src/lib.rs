@@ -62,23 +62,32 @@ pub use settings::{
 pub fn check_config(path: &std::path::Path) -> Result<Vec<String>, ConfigErrors> {
     let file = ConfigFile::load(path)?;
     let settings = Settings::resolve(Overrides::default(), Some(&file), None)?;
-    Ok(settings
-        .policies
-        .iter()
-        .map(|def| {
-            let mut line = def.policy.to_string();
-            if def.policy.mode == ratewarden_core::Mode::Shadow {
-                line.push_str(", shadow");
-            }
-            if def.policy.counts_denied() {
-                line.push_str(", counts denied attempts");
-            }
-            line.push_str(&format!(", on store error {}", def.on_store_error.as_str()));
-            if !def.key.is_empty() {
-                let parts: Vec<String> = def.key.iter().map(ToString::to_string).collect();
-                line.push_str(&format!(", key [{}]", parts.join(", ")));
-            }
-            line
-        })
-        .collect())
+    Ok(settings.policies.iter().map(|def| describe(def)).collect())
+}
+
+/// One line of a policy's settings, as `check-config` prints it:
+/// `api: gcra, 100 per 60s, burst 20, shadow, on store error open, key
+/// [header:x-api-key], match GET,POST /api/*`.
+pub fn describe(def: &ratewarden_limiter::PolicyDef) -> String {
+    let mut line = def.policy.to_string();
+    if def.policy.mode == ratewarden_core::Mode::Shadow {
+        line.push_str(", shadow");
+    }
+    if def.policy.counts_denied() {
+        line.push_str(", counts denied attempts");
+    }
+    line.push_str(&format!(", on store error {}", def.on_store_error.as_str()));
+    if !def.key.is_empty() {
+        let parts: Vec<String> = def.key.iter().map(ToString::to_string).collect();
+        line.push_str(&format!(", key [{}]", parts.join(", ")));
+    }
+    if let Some(m) = &def.matcher {
+        let methods = m
+            .methods
+            .as_ref()
+            .map_or("any method".to_owned(), |m| m.join(","));
+        let path = m.path.as_ref().map_or("any path", |p| p.as_str());
+        line.push_str(&format!(", match {methods} {path}"));
+    }
+    line
 }

@@ -146,7 +146,7 @@ fn errors_name_file_line_column_key_and_value() {
     assert_eq!(
         errs,
         [
-            "rw.toml:1:14: ping_limit: -3 is negative; expected a whole number of 0 or more",
+            "rw.toml:1:14: ping_limit: -3 is negative",
             "rw.toml:5:13: policies[0].algorithm: unknown algorithm \"leaky\"; expected one of fixed_window, sliding_log, sliding_window, gcra",
             "rw.toml:7:10: policies[0].window: '0s' must be longer than zero",
         ]
@@ -209,8 +209,16 @@ fn duplicate_names_unknown_settings_and_bad_toml_are_errors() {
     assert_eq!(errs.len(), 1);
     assert!(
         errs[0].starts_with(
-            "rw.toml:7:1: policies[1].name: the policy name 'a' is used twice (first at line 1)"
+            "rw.toml:8:8: policies[1].name: the policy name 'a' is used twice (first at line 2)"
         ),
+        "{errs:?}"
+    );
+    // Regression: a duplicate was not reported when it had another error.
+    let both = dup.replace("limit = 2", "limit = -2");
+    let errs = errors(&both);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].contains("used twice") && errs[1].contains("-2 is negative"),
         "{errs:?}"
     );
     let errs = errors("listn = \"x\"\nmax_body_bytes = 0\n");
@@ -223,7 +231,10 @@ fn duplicate_names_unknown_settings_and_bad_toml_are_errors() {
         "{errs:?}"
     );
     let errs = errors("ping_limit = 1\nping_limit = 2\n");
-    assert!(errs[0].starts_with("rw.toml:2:"), "{errs:?}");
+    assert!(
+        errs[0].starts_with("rw.toml:2:") && errs[0].contains("'ping_limit'"),
+        "{errs:?}"
+    );
     let errs = errors("[[policies]\n");
     assert!(errs[0].starts_with("rw.toml:1:"), "{errs:?}");
     let errs = errors("store = \"redis://:hunter2@host:port/0\"\n");
@@ -236,6 +247,39 @@ fn duplicate_names_unknown_settings_and_bad_toml_are_errors() {
         errs[0].contains("'localhost:8080' is not an address"),
         "{errs:?}"
     );
+}
+
+#[test]
+fn messages_name_the_right_settings_and_values() {
+    let policy = |extra: &str| {
+        format!(
+            "[[policies]]\nname = \"a\"\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n{extra}"
+        )
+    };
+    let errs = errors(
+        "[[policies]]\nname = \"check\"\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1s\"\n",
+    );
+    assert!(
+        errs[0].contains("set check_limit and check_window instead"),
+        "{errs:?}"
+    );
+    let errs = errors(&policy("key = [\"literal:\", \"header:\", \"query:\"]\n"));
+    assert!(errs[0].contains("'literal:' needs a text"), "{errs:?}");
+    assert!(
+        errs[1].contains("'header:' does not name a valid header"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[2].contains("'query:' needs a parameter name"),
+        "{errs:?}"
+    );
+    let errs = errors(&policy("key = [\"path\"]\nmatch = { methods = [] }\n"));
+    assert!(
+        errs[0].contains("an empty list matches no request"),
+        "{errs:?}"
+    );
+    let errs = errors("check_window = -5\n");
+    assert_eq!(errs, ["rw.toml:1:16: check_window: -5 is negative"]);
 }
 
 #[test]

@@ -78,6 +78,14 @@ impl CheckResult {
         matches!(self.decision.outcome, CoreOutcome::Never) && !self.shadow_denied
     }
 
+    /// What orders results from the most restrictive (smallest) to the
+    /// least: the smallest `remaining`, ties broken by the longest wait
+    /// (`retry_after`, else `reset_after`).
+    pub fn restrictiveness(&self) -> (u64, std::cmp::Reverse<std::time::Duration>) {
+        let wait = self.retry_after().unwrap_or(self.decision.reset_after);
+        (self.decision.remaining, std::cmp::Reverse(wait))
+    }
+
     /// The wait after which the same check would pass; `None` when it
     /// passes, can never pass, or is a shadow policy's would-be denial.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
@@ -123,17 +131,10 @@ impl Outcome {
             .filter(|r| r.basis == Basis::Counted && r.policy.policy.mode == Mode::Enforce)
     }
 
-    /// The most restrictive of the [`Outcome::advertised`] results: the
-    /// smallest `remaining`, ties broken by the longest wait (`reset_after`
-    /// when nothing waits). `None` when there is none.
+    /// The most restrictive of the [`Outcome::advertised`] results
+    /// ([`CheckResult::restrictiveness`]). `None` when there is none.
     pub fn most_restrictive(&self) -> Option<&CheckResult> {
-        self.advertised().min_by(|a, b| {
-            let wait = |r: &CheckResult| r.retry_after().unwrap_or(r.decision.reset_after);
-            a.decision
-                .remaining
-                .cmp(&b.decision.remaining)
-                .then_with(|| wait(b).cmp(&wait(a)))
-        })
+        self.advertised().min_by_key(|r| r.restrictiveness())
     }
 }
 
@@ -315,12 +316,15 @@ impl Limiter {
                 CoreOutcome::Never => "never",
             };
             if r.shadow_denied {
-                tracing::info!(
+                // One line per request would flood the log under load;
+                // the metric counts every one.
+                tracing::debug!(
                     policy = r.policy.name(),
                     "a shadow policy would have denied a request"
                 );
             }
-            metrics::counter!("ratewarden_decisions_total", "policy" => r.policy.name().to_owned(), "outcome" => outcome)
+            let policy = metrics::SharedString::from(Arc::clone(&r.policy.policy.name));
+            metrics::counter!("ratewarden_decisions_total", "policy" => policy, "outcome" => outcome)
                 .increment(1);
         }
         Ok(Outcome {

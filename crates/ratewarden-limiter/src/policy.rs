@@ -98,10 +98,11 @@ impl FromStr for KeyPart {
             Some(("header", name)) if is_token(name) => {
                 Ok(KeyPart::Header(name.to_ascii_lowercase()))
             }
-            Some(("header", name)) => Err(format!("'{name}' is not a valid header name")),
+            Some(("header", _)) => Err(format!("'{s}' does not name a valid header")),
             Some(("query", name)) if !name.is_empty() => Ok(KeyPart::Query(name.to_owned())),
             Some(("literal", text)) if !text.is_empty() => Ok(KeyPart::Literal(text.to_owned())),
-            Some(("query" | "literal", _)) => Err(format!("'{s}' needs a name after the colon")),
+            Some(("query", _)) => Err(format!("'{s}' needs a parameter name after the colon")),
+            Some(("literal", _)) => Err(format!("'{s}' needs a text after the colon")),
             Some(_) => Err(format!("'{s}' is not a key part; {expected}")),
         }
     }

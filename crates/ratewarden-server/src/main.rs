@@ -1,5 +1,6 @@
 //! The `ratewarden` binary: parse flags, set up logs, run the subcommand.
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -36,7 +37,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not eprintln!: it panics when standard error is closed.
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             ExitCode::from(2)
         }
     }

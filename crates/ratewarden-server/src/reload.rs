@@ -106,8 +106,9 @@ impl Reloader {
         })
     }
 
-    /// Reloads on SIGHUP and on every change of the file, until `stop`.
-    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+    /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
+    /// change of the file, until `stop`.
+    pub async fn run(self: Arc<Self>, mut hangups: Hangups, stop: CancellationToken) {
         let (tx, mut changed) = mpsc::unbounded_channel::<()>();
         let watched = self.path.clone();
         let file_name = watched.file_name().map(ToOwned::to_owned);
@@ -140,7 +141,6 @@ impl Reloader {
                 tracing::warn!(error = %e, dir = %directory.display(), "cannot watch the configuration directory; reload with SIGHUP");
             }
         }
-        let mut hangups = hangup_signals();
         let mut last = std::fs::read(&self.path).ok();
         loop {
             let by_signal = tokio::select! {
@@ -169,13 +169,32 @@ impl Reloader {
     }
 }
 
-#[cfg(unix)]
-type Hangups = Option<tokio::signal::unix::Signal>;
-#[cfg(not(unix))]
-type Hangups = ();
+/// Takes SIGHUP (`hangups`) when there is no file to reload (its default
+/// action would end the process) and logs that there is nothing to do,
+/// until `stop`.
+pub async fn without_file(mut hangups: Hangups, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = next_hangup(&mut hangups) => {
+                tracing::warn!("SIGHUP: no configuration file to reload (start with --config FILE)");
+            }
+        }
+    }
+}
 
+/// SIGHUP, once listened for (`None`: listening failed, logged).
 #[cfg(unix)]
-fn hangup_signals() -> Hangups {
+pub type Hangups = Option<tokio::signal::unix::Signal>;
+/// Nothing to listen for off Unix.
+#[cfg(not(unix))]
+pub type Hangups = ();
+
+/// Starts listening for SIGHUP. Call it before serving, so that a SIGHUP
+/// arriving at any time after is taken (its default action would end the
+/// process).
+#[cfg(unix)]
+pub fn hangup_signals() -> Hangups {
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -185,8 +204,9 @@ fn hangup_signals() -> Hangups {
     }
 }
 
+/// Nothing to listen for off Unix.
 #[cfg(not(unix))]
-fn hangup_signals() -> Hangups {}
+pub fn hangup_signals() -> Hangups {}
 
 #[cfg(unix)]
 async fn next_hangup(hangups: &mut Hangups) {

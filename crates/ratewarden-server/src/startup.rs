@@ -186,12 +186,16 @@ impl Application {
         let stop = CancellationToken::new();
         let reloader =
             crate::reload::Reloader::new(Arc::clone(self.limiter()), given, self.settings.clone());
-        let reloading = reloader.map(|r| tokio::spawn(Arc::new(r).run(stop.clone())));
+        // Without a file, SIGHUP must still be taken (its default action
+        // would end the process) and is answered with a log line.
+        let hangups = crate::reload::hangup_signals();
+        let reloading = match reloader {
+            Some(r) => tokio::spawn(Arc::new(r).run(hangups, stop.clone())),
+            None => tokio::spawn(crate::reload::without_file(hangups, stop.clone())),
+        };
         let served = self.run_until_stopped(shutdown).await;
         stop.cancel();
-        if let Some(task) = reloading {
-            let _ = task.await;
-        }
+        let _ = reloading.await;
         served
     }
 

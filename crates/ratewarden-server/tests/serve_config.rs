@@ -283,6 +283,28 @@ on_every_store!(
     sighup_reloads,
 );
 
+/// Regression: without `--config`, SIGHUP's default action ended the
+/// process; now it is answered with a log line.
+#[tokio::test]
+async fn sighup_without_a_configuration_file_is_harmless() {
+    let app = Instance::start("memory", &[]).await;
+    app.signal("HUP");
+    assert!(
+        app.wait_for_log(PICKUP, |log| log
+            .contains("no configuration file to reload"))
+            .await,
+        "log:\n{}",
+        app.log()
+    );
+    let client = reqwest::Client::new();
+    let r = client
+        .get(format!("{}/ping", app.base))
+        .send()
+        .await
+        .expect("still serving after SIGHUP");
+    assert_eq!(r.status(), 200);
+}
+
 #[test]
 fn check_config_lists_the_policies_or_names_every_error_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();

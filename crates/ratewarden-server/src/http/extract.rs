@@ -147,9 +147,7 @@ impl FromRequest<AppState> for JsonObject {
                 }
             })?;
         if body.is_empty() {
-            return Err(ApiError::bad_request(
-                "a JSON object body is required, e.g. {\"endpoint\": \"/orders\"}",
-            ));
+            return Err(ApiError::bad_request("a JSON object body is required"));
         }
         match serde_json::from_slice::<serde_json::Value>(&body) {
             Ok(serde_json::Value::Object(map)) => Ok(JsonObject(map)),

@@ -7,7 +7,7 @@
 
 use axum::http::{HeaderName, HeaderValue};
 use ratewarden_core::{Decision, Policy, ceil_secs};
-use ratewarden_limiter::Outcome;
+use ratewarden_limiter::{CheckResult, Outcome};
 
 /// `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …`,
 /// `RateLimit: "<name>";r=<remaining>;t=<secs until reset>, …` for every
@@ -58,15 +58,25 @@ pub fn rate_limit_headers<'a>(
     headers
 }
 
-/// The headers of an [`Outcome`]: an item per advertised result
-/// ([`Outcome::advertised`]: counted, of an enforcing policy; clients must
-/// not see or back off from a shadow policy's dry run) and the trio of the
-/// most restrictive of them.
+/// The headers of an [`Outcome`]: an item per advertised policy
+/// ([`Outcome::advertised`]: counted, enforcing; clients must not see or
+/// back off from a shadow policy's dry run), the most restrictive of its
+/// results when a batch checks one policy for several keys (an item names
+/// a policy, not a key), and the trio of the most restrictive of all.
 pub fn outcome_headers(outcome: &Outcome) -> Vec<(HeaderName, HeaderValue)> {
+    let mut per_policy: Vec<&CheckResult> = Vec::new();
+    for r in outcome.advertised() {
+        match per_policy
+            .iter_mut()
+            .find(|seen| seen.policy.name() == r.policy.name())
+        {
+            Some(seen) if r.restrictiveness() < seen.restrictiveness() => *seen = r,
+            Some(_) => {}
+            None => per_policy.push(r),
+        }
+    }
     let most = outcome.most_restrictive().map(|r| &r.decision);
-    let items = outcome
-        .advertised()
-        .map(|r| (&r.policy.policy, &r.decision));
+    let items = per_policy.iter().map(|r| (&r.policy.policy, &r.decision));
     rate_limit_headers(items, most)
 }
 

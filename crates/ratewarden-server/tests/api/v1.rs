@@ -130,6 +130,14 @@ pub async fn a_denied_batch_charges_no_policy(store: StoreKind) {
     assert_eq!(status["remaining"], 1);
     let (_, body) = ok_json(app.v1_check(&batch("b")).await).await;
     assert_eq!(body["results"][1]["remaining"], 0);
+    // One policy for several keys: one header item, the most restrictive.
+    let two_keys = json!({ "checks": [check("log", "x"), check("log", "y"), check("log", "y")] });
+    let (headers, _) = ok_json(app.v1_check(&two_keys).await).await;
+    assert_eq!(header(&headers, "ratelimit-policy"), "\"log\";q=2;w=60");
+    assert!(
+        header(&headers, "ratelimit").starts_with("\"log\";r=0;"),
+        "{headers:?}"
+    );
     // Now global denies every user.
     let (_, body) = problem(app.v1_check(&batch("c")).await, 429).await;
     assert_eq!(body["violated-policies"], json!(["global"]));

@@ -85,7 +85,9 @@ impl CheckAnswer {
 /// the maximum.
 pub fn key_from_parts(field: &str, parts: &[Vec<u8>]) -> Result<Key, ApiError> {
     match parts {
-        [] => Err(ApiError::unprocessable(format!("'{field}' is required"))),
+        [] => Err(ApiError::unprocessable(format!(
+            "'{field}' is required and needs at least one part"
+        ))),
         [only] if only.is_empty() => Err(ApiError::unprocessable(format!(
             "'{field}' must not be empty"
         ))),
@@ -100,8 +102,12 @@ pub fn key_from_parts(field: &str, parts: &[Vec<u8>]) -> Result<Key, ApiError> {
 /// 422 when it is missing, empty or repeated.
 pub fn policy_param(query: Option<&str>) -> Result<String, ApiError> {
     let policy = super::extract::query_param(query, "policy")?
-        .filter(|p| !p.is_empty())
         .ok_or_else(|| ApiError::unprocessable("query parameter 'policy' is required"))?;
+    if policy.is_empty() {
+        return Err(ApiError::unprocessable(
+            "query parameter 'policy' must not be empty",
+        ));
+    }
     String::from_utf8(policy)
         .map_err(|_| ApiError::unprocessable("query parameter 'policy' must be UTF-8"))
 }
