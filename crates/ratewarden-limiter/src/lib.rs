@@ -42,10 +42,11 @@
 //! `ratewarden_decisions_total{policy, outcome}` with outcome `allowed`,
 //! `denied`, `never`, `shadow_denied` or `failed_open`;
 //! `ratewarden_decision_duration_seconds` (the store's atomic step, in
-//! seconds); `ratewarden_store_failures_total{policy="open"|"closed"}`.
+//! seconds); `ratewarden_store_failures_total{handling="open"|"closed"}`.
 //! No key is ever a label.
 
 mod limiter;
+mod meters;
 mod policy;
 mod prune;
 

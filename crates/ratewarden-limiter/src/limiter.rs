@@ -10,6 +10,7 @@ use ratewarden_core::{
     StoreError, Timestamp,
 };
 
+use crate::meters::Meters;
 use crate::policy::{Changes, FailureMode, PolicyDef, PolicySet};
 use crate::prune::Pruner;
 
@@ -189,14 +190,30 @@ impl CheckError {
 pub struct Limiter {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    policies: ArcSwap<PolicySet>,
+    active: ArcSwap<Active>,
     pruner: Arc<Pruner>,
+}
+
+/// The policy set in force and its metric handles, swapped together.
+#[derive(Debug)]
+struct Active {
+    set: Arc<PolicySet>,
+    meters: Meters,
+}
+
+impl Active {
+    fn new(set: Arc<PolicySet>) -> Active {
+        let meters = Meters::new(&set);
+        Active { set, meters }
+    }
 }
 
 impl Limiter {
     /// A limiter over `store`, deciding with `clock`'s time and `policies`.
+    ///
+    /// Install a metrics recorder before: the decision metrics are
+    /// registered here (and again on each reload).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, policies: PolicySet) -> Limiter {
-        let policies = Arc::new(policies);
         let pruner = Arc::new(Pruner::new(
             Arc::clone(&store),
             Arc::clone(&clock),
@@ -205,14 +222,14 @@ impl Limiter {
         Limiter {
             store,
             clock,
-            policies: ArcSwap::new(policies),
+            active: ArcSwap::from_pointee(Active::new(Arc::new(policies))),
             pruner,
         }
     }
 
     /// The current policy set.
     pub fn policies(&self) -> Arc<PolicySet> {
-        self.policies.load_full()
+        Arc::clone(&self.active.load().set)
     }
 
     /// Swaps in `next` atomically; returns what changed. State is kept:
@@ -220,9 +237,9 @@ impl Limiter {
     /// state, one whose algorithm changed starts afresh, and the state of
     /// removed policies expires by itself.
     pub fn replace_policies(&self, next: PolicySet) -> Changes {
-        let changes = self.policies.load().changes(&next);
+        let changes = self.active.load().set.changes(&next);
         self.pruner.set_windows(next.longest_windows());
-        self.policies.store(Arc::new(next));
+        self.active.store(Arc::new(Active::new(Arc::new(next))));
         changes
     }
 
@@ -254,16 +271,18 @@ impl Limiter {
     /// cannot answer and a policy of the batch fails closed;
     /// [`CheckError::Failed`] for a permanent store failure.
     pub async fn check(&self, checks: &[Check<'_>]) -> Result<Outcome, CheckError> {
-        let policies = self.policies.load();
+        // A guard, not a clone: no shared reference count is touched per
+        // check; the policies it holds are borrowed until the answer.
+        let active = self.active.load();
         let defs = checks
             .iter()
             .map(|c| {
-                policies
+                active
+                    .set
                     .get(c.policy)
-                    .cloned()
                     .ok_or_else(|| CheckError::UnknownPolicy(c.policy.to_owned()))
             })
-            .collect::<Result<Vec<Arc<PolicyDef>>, CheckError>>()?;
+            .collect::<Result<Vec<&Arc<PolicyDef>>, CheckError>>()?;
         let now = self.clock.now();
         let batch = Batch::new(
             now,
@@ -276,7 +295,9 @@ impl Limiter {
         );
         let started = Instant::now();
         let result = self.store.acquire(&batch).await;
-        metrics::histogram!("ratewarden_decision_duration_seconds")
+        active
+            .meters
+            .decision_seconds
             .record(started.elapsed().as_secs_f64());
         self.pruner.sample();
         let decisions = match result {
@@ -289,13 +310,13 @@ impl Limiter {
                 ));
                 return Err(CheckError::Failed(e));
             }
-            Err(e) => return self.failed(&defs, e, now),
+            Err(e) => return failed(&active.meters, &defs, e, now),
         };
         let results: Vec<CheckResult> = batch
             .slots()
             .iter()
             .zip(&defs)
-            .map(|(&slot, policy)| {
+            .map(|(&slot, &policy)| {
                 // Every slot indexes an item, and there is one decision per item.
                 let decision = decisions[slot];
                 let shadow_denied = policy.policy.mode == Mode::Shadow && !decision.allowed();
@@ -309,12 +330,6 @@ impl Limiter {
             .collect();
         let allowed = results.iter().all(CheckResult::allowed);
         for r in &results {
-            let outcome = match r.decision.outcome {
-                _ if r.shadow_denied => "shadow_denied",
-                CoreOutcome::Allowed => "allowed",
-                CoreOutcome::Denied { .. } => "denied",
-                CoreOutcome::Never => "never",
-            };
             if r.shadow_denied {
                 // One line per request would flood the log under load;
                 // the metric counts every one.
@@ -323,53 +338,17 @@ impl Limiter {
                     "a shadow policy would have denied a request"
                 );
             }
-            let policy = metrics::SharedString::from(Arc::clone(&r.policy.policy.name));
-            metrics::counter!("ratewarden_decisions_total", "policy" => policy, "outcome" => outcome)
-                .increment(1);
+            if let Some(m) = active.meters.of(r.policy.name()) {
+                match r.decision.outcome {
+                    _ if r.shadow_denied => m.shadow_denied.increment(1),
+                    CoreOutcome::Allowed => m.allowed.increment(1),
+                    CoreOutcome::Denied { .. } => m.denied.increment(1),
+                    CoreOutcome::Never => m.never.increment(1),
+                }
+            }
         }
         Ok(Outcome {
             allowed,
-            now,
-            results,
-        })
-    }
-
-    /// A store error during a check: fail open when every policy of the
-    /// batch does and the error is transient, else refuse.
-    fn failed(
-        &self,
-        defs: &[Arc<PolicyDef>],
-        error: StoreError,
-        now: Timestamp,
-    ) -> Result<Outcome, CheckError> {
-        let open =
-            error.is_transient() && defs.iter().all(|d| d.on_store_error == FailureMode::Open);
-        if !open {
-            metrics::counter!("ratewarden_store_failures_total", "policy" => "closed").increment(1);
-            return Err(CheckError::from_store(error));
-        }
-        tracing::warn!(%error, "store unavailable; failing open");
-        metrics::counter!("ratewarden_store_failures_total", "policy" => "open").increment(1);
-        let results = defs
-            .iter()
-            .map(|def| {
-                let policy = metrics::SharedString::from(Arc::clone(&def.policy.name));
-                metrics::counter!("ratewarden_decisions_total", "policy" => policy, "outcome" => "failed_open")
-                    .increment(1);
-                CheckResult {
-                    decision: Decision {
-                        limit: def.policy.quota.limit(),
-                        remaining: def.policy.quota.limit(),
-                        ..FAILED_OPEN
-                    },
-                    policy: Arc::clone(def),
-                    shadow_denied: false,
-                    basis: Basis::FailedOpen,
-                }
-            })
-            .collect();
-        Ok(Outcome {
-            allowed: true,
             now,
             results,
         })
@@ -411,12 +390,53 @@ impl Limiter {
     }
 
     fn policy(&self, name: &str) -> Result<Arc<PolicyDef>, CheckError> {
-        self.policies
+        self.active
             .load()
+            .set
             .get(name)
             .cloned()
             .ok_or_else(|| CheckError::UnknownPolicy(name.to_owned()))
     }
+}
+
+/// A store error during a check: fail open when every policy of the
+/// batch does and the error is transient, else refuse.
+fn failed(
+    meters: &Meters,
+    defs: &[&Arc<PolicyDef>],
+    error: StoreError,
+    now: Timestamp,
+) -> Result<Outcome, CheckError> {
+    let open = error.is_transient() && defs.iter().all(|d| d.on_store_error == FailureMode::Open);
+    if !open {
+        meters.failed_closed.increment(1);
+        return Err(CheckError::from_store(error));
+    }
+    tracing::warn!(%error, "store unavailable; failing open");
+    meters.failed_open.increment(1);
+    let results = defs
+        .iter()
+        .map(|def| {
+            if let Some(m) = meters.of(def.name()) {
+                m.failed_open.increment(1);
+            }
+            CheckResult {
+                decision: Decision {
+                    limit: def.policy.quota.limit(),
+                    remaining: def.policy.quota.limit(),
+                    ..FAILED_OPEN
+                },
+                policy: Arc::clone(def),
+                shadow_denied: false,
+                basis: Basis::FailedOpen,
+            }
+        })
+        .collect();
+    Ok(Outcome {
+        allowed: true,
+        now,
+        results,
+    })
 }
 
 /// A decision that describes no window: allowed, nothing counted.

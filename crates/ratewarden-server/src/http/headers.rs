@@ -5,85 +5,103 @@
 //! widely used `X-RateLimit-*` trio of the most restrictive policy. All
 //! times are whole seconds, rounded up.
 
-use axum::http::{HeaderName, HeaderValue};
+use std::fmt::Write;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use ratewarden_core::{Decision, Policy, ceil_secs};
 use ratewarden_limiter::{CheckResult, Outcome};
 
-/// `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …`,
+/// Sets `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …` and
 /// `RateLimit: "<name>";r=<remaining>;t=<secs until reset>, …` for every
 /// `(policy, decision)`, and `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
-/// `X-RateLimit-Reset` (seconds until reset) of `most_restrictive`.
-/// Nothing when there is no item.
-pub fn rate_limit_headers<'a>(
+/// `X-RateLimit-Reset` (seconds until reset) of `most_restrictive`, in
+/// `headers` (replacing earlier values). Nothing when there is no item.
+pub fn insert_rate_limit_headers<'a>(
+    headers: &mut HeaderMap,
     items: impl IntoIterator<Item = (&'a Policy, &'a Decision)>,
     most_restrictive: Option<&Decision>,
-) -> Vec<(HeaderName, HeaderValue)> {
-    let mut policies = String::new();
-    let mut limits = String::new();
+) {
+    let mut policies = String::with_capacity(48);
+    let mut limits = String::with_capacity(48);
     for (policy, decision) in items {
         if !policies.is_empty() {
             policies.push_str(", ");
             limits.push_str(", ");
         }
-        let name = sf_string(&policy.name);
         let window = ceil_secs(policy.quota.window()).max(1);
-        policies.push_str(&format!("{name};q={};w={window}", decision.limit));
         let reset = ceil_secs(decision.reset_after);
-        limits.push_str(&format!("{name};r={};t={reset}", decision.remaining));
+        push_sf_string(&mut policies, &policy.name);
+        push_sf_string(&mut limits, &policy.name);
+        // Writing to a String cannot fail.
+        let _ = write!(policies, ";q={};w={window}", decision.limit);
+        let _ = write!(limits, ";r={};t={reset}", decision.remaining);
     }
-    let mut headers = Vec::with_capacity(5);
     if policies.is_empty() {
-        return headers;
+        return;
     }
     let value =
         |s: String| HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static(""));
-    headers.push((HeaderName::from_static("ratelimit-policy"), value(policies)));
-    headers.push((HeaderName::from_static("ratelimit"), value(limits)));
+    headers.insert(HeaderName::from_static("ratelimit-policy"), value(policies));
+    headers.insert(HeaderName::from_static("ratelimit"), value(limits));
     if let Some(d) = most_restrictive {
-        headers.extend([
-            (
-                HeaderName::from_static("x-ratelimit-limit"),
-                HeaderValue::from(d.limit),
-            ),
-            (
-                HeaderName::from_static("x-ratelimit-remaining"),
-                HeaderValue::from(d.remaining),
-            ),
-            (
-                HeaderName::from_static("x-ratelimit-reset"),
-                HeaderValue::from(ceil_secs(d.reset_after)),
-            ),
-        ]);
+        headers.insert(
+            HeaderName::from_static("x-ratelimit-limit"),
+            HeaderValue::from(d.limit),
+        );
+        headers.insert(
+            HeaderName::from_static("x-ratelimit-remaining"),
+            HeaderValue::from(d.remaining),
+        );
+        headers.insert(
+            HeaderName::from_static("x-ratelimit-reset"),
+            HeaderValue::from(ceil_secs(d.reset_after)),
+        );
     }
+}
+
+/// Sets the headers of an [`Outcome`] in `headers`: an item per advertised
+/// policy ([`Outcome::advertised`]: counted, enforcing; clients must not
+/// see or back off from a shadow policy's dry run), the most restrictive
+/// of its results when a batch checks one policy for several keys (an
+/// item names a policy, not a key), and the trio of the most restrictive
+/// of all.
+pub fn insert_outcome_headers(headers: &mut HeaderMap, outcome: &Outcome) {
+    let advertised = || outcome.advertised();
+    // Batches are small (64 checks at most): a quadratic pass needs no
+    // allocation.
+    let items = advertised()
+        .enumerate()
+        .filter(|&(i, r)| {
+            !advertised()
+                .take(i)
+                .any(|seen| seen.policy.name() == r.policy.name())
+        })
+        .map(|(_, first)| {
+            advertised()
+                .filter(|r| r.policy.name() == first.policy.name())
+                .fold(first, |most, r| {
+                    if r.restrictiveness() < most.restrictiveness() {
+                        r
+                    } else {
+                        most
+                    }
+                })
+        })
+        .map(|r: &CheckResult| (&r.policy.policy, &r.decision));
+    let most = outcome.most_restrictive().map(|r| &r.decision);
+    insert_rate_limit_headers(headers, items, most);
+}
+
+/// The headers of an [`Outcome`] ([`insert_outcome_headers`]) on their own.
+pub fn outcome_headers(outcome: &Outcome) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(8);
+    insert_outcome_headers(&mut headers, outcome);
     headers
 }
 
-/// The headers of an [`Outcome`]: an item per advertised policy
-/// ([`Outcome::advertised`]: counted, enforcing; clients must not see or
-/// back off from a shadow policy's dry run), the most restrictive of its
-/// results when a batch checks one policy for several keys (an item names
-/// a policy, not a key), and the trio of the most restrictive of all.
-pub fn outcome_headers(outcome: &Outcome) -> Vec<(HeaderName, HeaderValue)> {
-    let mut per_policy: Vec<&CheckResult> = Vec::new();
-    for r in outcome.advertised() {
-        match per_policy
-            .iter_mut()
-            .find(|seen| seen.policy.name() == r.policy.name())
-        {
-            Some(seen) if r.restrictiveness() < seen.restrictiveness() => *seen = r,
-            Some(_) => {}
-            None => per_policy.push(r),
-        }
-    }
-    let most = outcome.most_restrictive().map(|r| &r.decision);
-    let items = per_policy.iter().map(|r| (&r.policy.policy, &r.decision));
-    rate_limit_headers(items, most)
-}
-
-/// `name` as a structured-field string (RFC 8941): quoted, `\` and `"`
-/// escaped, other characters outside printable ASCII left out.
-fn sf_string(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
+/// Appends `name` as a structured-field string (RFC 8941): quoted, `\`
+/// and `"` escaped, other characters outside printable ASCII left out.
+fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
     for c in name.chars().filter(|c| (' '..='~').contains(c)) {
         if c == '"' || c == '\\' {
@@ -92,7 +110,6 @@ fn sf_string(name: &str) -> String {
         out.push(c);
     }
     out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -121,7 +138,8 @@ mod tests {
             reset_after: Duration::from_millis(ms),
         };
         let (da, db) = (d(4, 1), d(2, 42_000));
-        let headers = rate_limit_headers([(&a, &da), (&b, &db)], Some(&db));
+        let mut headers = HeaderMap::new();
+        insert_rate_limit_headers(&mut headers, [(&a, &da), (&b, &db)], Some(&db));
         let text: Vec<String> = headers
             .iter()
             .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
@@ -136,6 +154,8 @@ mod tests {
                 "x-ratelimit-reset: 42",
             ]
         );
-        assert!(rate_limit_headers([], None).is_empty());
+        let mut none = HeaderMap::new();
+        insert_rate_limit_headers(&mut none, [], None);
+        assert!(none.is_empty());
     }
 }

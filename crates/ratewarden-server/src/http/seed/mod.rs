@@ -9,7 +9,7 @@ pub mod reset;
 pub mod status;
 pub mod usage;
 
-use axum::response::{AppendHeaders, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use ratewarden_core::{Outcome as CoreOutcome, Policy, Timestamp};
 use ratewarden_limiter::{Basis, Outcome};
 use serde::Serialize;
@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 use time::format_description::FormatItem;
 use time::macros::format_description;
 
-use super::headers::outcome_headers;
+use super::headers::{insert_outcome_headers, outcome_headers};
 use super::problem::ApiError;
 
 /// A seed route's answer to its one check: 200 with `body`, or 429 problem
@@ -34,10 +34,11 @@ fn limited(outcome: &Outcome, body: impl Serialize, denied: impl FnOnce() -> Str
     }
     let policy = &result.policy.policy;
     let decision = &result.decision;
-    let headers = outcome_headers(outcome);
     let retry_after = match decision.outcome {
         CoreOutcome::Allowed => {
-            return (AppendHeaders(headers), axum::Json(body)).into_response();
+            let mut response = axum::Json(body).into_response();
+            insert_outcome_headers(response.headers_mut(), outcome);
+            return response;
         }
         CoreOutcome::Denied { retry_after } => retry_after,
         // A cost above the limit (limit 0, a kill switch): waiting does not
@@ -45,7 +46,7 @@ fn limited(outcome: &Outcome, body: impl Serialize, denied: impl FnOnce() -> Str
         CoreOutcome::Never => policy.quota.window(),
     };
     ApiError::rate_limited(denied(), retry_after, decision.limit, policy.quota.window())
-        .with_headers(headers)
+        .with_headers(outcome_headers(outcome))
         .into_response()
 }
 

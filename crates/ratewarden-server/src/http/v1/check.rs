@@ -4,8 +4,7 @@
 use std::num::NonZeroU64;
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{AppendHeaders, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use ratewarden_core::Key;
 use ratewarden_limiter::{Check, Outcome};
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,7 @@ use utoipa::ToSchema;
 use super::schema::{KeyParts, PolicyName};
 use super::{CheckAnswer, MAX_CHECKS, key_from_parts};
 use crate::http::extract::JsonObject;
-use crate::http::headers::outcome_headers;
+use crate::http::headers::{insert_outcome_headers, outcome_headers};
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
 
@@ -125,7 +124,6 @@ pub async fn handle(
 
 /// The answer to `outcome`: one check's fields, or `{allowed, results}`.
 fn render(outcome: &Outcome, batch: bool) -> Response {
-    let headers = outcome_headers(outcome);
     let answers: Vec<CheckAnswer> = outcome.results.iter().map(CheckAnswer::new).collect();
     if outcome.allowed {
         let body = if batch {
@@ -137,7 +135,9 @@ fn render(outcome: &Outcome, batch: bool) -> Response {
             serde_json::to_value(&answers[0])
         };
         let body = body.unwrap_or(Value::Null);
-        return (StatusCode::OK, AppendHeaders(headers), axum::Json(body)).into_response();
+        let mut response = axum::Json(body).into_response();
+        insert_outcome_headers(response.headers_mut(), outcome);
+        return response;
     }
     let mut violated: Vec<&str> = Vec::new();
     for r in outcome.denied_by() {
@@ -165,7 +165,7 @@ fn render(outcome: &Outcome, batch: bool) -> Response {
         members.extend(fields);
     }
     ApiError::quota_exceeded(detail, outcome.retry_after(), members)
-        .with_headers(headers)
+        .with_headers(outcome_headers(outcome))
         .into_response()
 }
 

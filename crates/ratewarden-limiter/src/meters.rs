@@ -1,0 +1,76 @@
+//! The decision metrics, registered once per policy set: a check only
+//! increments handles (no label strings built per request).
+//!
+//! Through the `metrics` facade: register a recorder (an exporter) before
+//! building the [`crate::Limiter`]; handles registered while none is
+//! installed stay no-ops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use metrics::{Counter, Histogram, SharedString};
+
+use crate::policy::PolicySet;
+
+/// One policy's `ratewarden_decisions_total{policy, outcome}` counters.
+#[derive(Debug, Clone)]
+pub(crate) struct PolicyMeters {
+    pub(crate) allowed: Counter,
+    pub(crate) denied: Counter,
+    pub(crate) never: Counter,
+    pub(crate) shadow_denied: Counter,
+    pub(crate) failed_open: Counter,
+}
+
+impl PolicyMeters {
+    fn new(name: &Arc<str>) -> PolicyMeters {
+        let counter = |outcome: &'static str| {
+            let policy = SharedString::from(Arc::clone(name));
+            metrics::counter!("ratewarden_decisions_total", "policy" => policy, "outcome" => outcome)
+        };
+        PolicyMeters {
+            allowed: counter("allowed"),
+            denied: counter("denied"),
+            never: counter("never"),
+            shadow_denied: counter("shadow_denied"),
+            failed_open: counter("failed_open"),
+        }
+    }
+}
+
+/// Every handle the limiter records to.
+#[derive(Debug)]
+pub(crate) struct Meters {
+    by_policy: HashMap<Arc<str>, PolicyMeters, foldhash::fast::RandomState>,
+    /// `ratewarden_decision_duration_seconds`: the store's atomic step.
+    pub(crate) decision_seconds: Histogram,
+    /// `ratewarden_store_failures_total{handling="open"}`.
+    pub(crate) failed_open: Counter,
+    /// `ratewarden_store_failures_total{handling="closed"}`.
+    pub(crate) failed_closed: Counter,
+}
+
+impl Meters {
+    pub(crate) fn new(set: &PolicySet) -> Meters {
+        Meters {
+            by_policy: set
+                .iter()
+                .map(|d| {
+                    (
+                        Arc::clone(&d.policy.name),
+                        PolicyMeters::new(&d.policy.name),
+                    )
+                })
+                .collect(),
+            decision_seconds: metrics::histogram!("ratewarden_decision_duration_seconds"),
+            failed_open: metrics::counter!("ratewarden_store_failures_total", "handling" => "open"),
+            failed_closed: metrics::counter!("ratewarden_store_failures_total", "handling" => "closed"),
+        }
+    }
+
+    /// The counters of the policy named `name` (every policy of the set
+    /// has them).
+    pub(crate) fn of(&self, name: &str) -> Option<&PolicyMeters> {
+        self.by_policy.get(name)
+    }
+}
