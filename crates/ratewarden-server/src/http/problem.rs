@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ratewarden_core::StoreError;
 use serde::Serialize;
@@ -42,7 +42,7 @@ pub struct ApiError {
     kind: &'static str,
     title: &'static str,
     detail: String,
-    headers: HeaderMap,
+    headers: Vec<(HeaderName, HeaderValue)>,
     /// Boxed: most errors have none, and `Result<_, ApiError>` stays small.
     extensions: Box<serde_json::Map<String, serde_json::Value>>,
 }
@@ -59,7 +59,7 @@ impl ApiError {
             kind,
             title,
             detail: detail.into(),
-            headers: HeaderMap::new(),
+            headers: Vec::new(),
             extensions: Box::default(),
         }
     }
@@ -152,7 +152,7 @@ impl ApiError {
             detail,
         );
         e.headers
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            .push((header::RETRY_AFTER, HeaderValue::from(secs)));
         e.extensions.insert("limit".into(), limit.into());
         e.extensions.insert(
             "window_seconds".into(),
@@ -179,7 +179,7 @@ impl ApiError {
         if let Some(wait) = retry_after {
             let secs = ratewarden_core::ceil_secs(wait).max(1);
             e.headers
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                .push((header::RETRY_AFTER, HeaderValue::from(secs)));
         }
         e.extensions = Box::new(extensions);
         e
@@ -209,8 +209,9 @@ impl ApiError {
     }
 
     /// Adds response headers (the rate-limit headers of a 429).
-    pub fn with_headers(mut self, headers: HeaderMap) -> ApiError {
-        self.headers.extend(headers);
+    pub fn with_headers(mut self, headers: &HeaderMap) -> ApiError {
+        self.headers
+            .extend(headers.iter().map(|(n, v)| (n.clone(), v.clone())));
         self
     }
 

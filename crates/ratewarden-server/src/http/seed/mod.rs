@@ -46,7 +46,7 @@ fn limited(outcome: &Outcome, body: impl Serialize, denied: impl FnOnce() -> Str
         CoreOutcome::Never => policy.quota.window(),
     };
     ApiError::rate_limited(denied(), retry_after, decision.limit, policy.quota.window())
-        .with_headers(outcome_headers(outcome))
+        .with_headers(&outcome_headers(outcome))
         .into_response()
 }
 

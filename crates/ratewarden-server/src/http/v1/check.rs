@@ -165,7 +165,7 @@ fn render(outcome: &Outcome, batch: bool) -> Response {
         members.extend(fields);
     }
     ApiError::quota_exceeded(detail, outcome.retry_after(), members)
-        .with_headers(outcome_headers(outcome))
+        .with_headers(&outcome_headers(outcome))
         .into_response()
 }
 
