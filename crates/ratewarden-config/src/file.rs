@@ -51,8 +51,10 @@ pub struct PolicySpec {
 }
 
 /// The top-level keys, in documentation order.
-const SETTINGS: [&str; 16] = [
+const SETTINGS: [&str; 18] = [
     "listen",
+    "grpc_listen",
+    "envoy_config",
     "db",
     "store",
     "ping_limit",
@@ -135,6 +137,16 @@ impl ConfigFile {
                         })
                     })
                 }
+                "grpc_listen" => {
+                    overrides.grpc_listen = r.parsed(value, k, |s| {
+                        s.parse().map_err(|_| {
+                            format!(
+                                "'{s}' is not an address of the form IP:PORT (e.g. 127.0.0.1:8081)"
+                            )
+                        })
+                    })
+                }
+                "envoy_config" => overrides.envoy_config = r.string(value, k).map(PathBuf::from),
                 "db" => overrides.db = r.string(value, k).map(PathBuf::from),
                 "store" => overrides.store = r.parsed(value, k, values::parse_store),
                 "ping_limit" => overrides.ping_limit = r.number(value, k, values::check_limit),

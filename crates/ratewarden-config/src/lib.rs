@@ -42,6 +42,7 @@
 //! - `error.rs`: [`ConfigError`] (`FILE:LINE:COLUMN: key: message`) and
 //!   [`ConfigErrors`].
 
+pub mod envoy;
 mod error;
 mod file;
 mod settings;
@@ -54,12 +55,24 @@ pub use settings::{
     StoreConfig, StoreOptions, TimeSource,
 };
 
-/// Checks the file at `path` as `serve --config` would load it (with no
-/// flags or environment): `Ok` with one line per policy, or every error.
+/// Checks `path` as `serve` would load it (with no flags or environment):
+/// Envoy rules (`--envoy-config`) when it is a directory or ends in
+/// `.yaml`/`.yml`, else a TOML file (`--config`). `Ok` with one line per
+/// policy or rule, or every error.
 ///
 /// # Errors
-/// Every error found in the file and in the settings it makes.
+/// Every error found in the file(s) and in the settings they make.
 pub fn check_config(path: &std::path::Path) -> Result<Vec<String>, ConfigErrors> {
+    let yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+    if yaml || path.is_dir() {
+        // As serve loads them, beside the default policies.
+        let given = Overrides {
+            envoy_config: Some(path.to_path_buf()),
+            ..Overrides::default()
+        };
+        let settings = Settings::resolve(given, None, None)?;
+        return Ok(settings.envoy.map(|e| e.describe()).unwrap_or_default());
+    }
     let file = ConfigFile::load(path)?;
     let settings = Settings::resolve(Overrides::default(), Some(&file), None)?;
     Ok(settings.policies.iter().map(|def| describe(def)).collect())

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -13,6 +14,7 @@ use ratewarden_core::{Algorithm, Policy, Quota};
 use ratewarden_limiter::{FailureMode, PolicyDef, PolicySet};
 use ratewarden_redis::RedisConfig;
 
+use crate::envoy::EnvoyConfig;
 use crate::error::{ConfigError, ConfigErrors};
 use crate::file::{ConfigFile, PolicySpec};
 
@@ -165,6 +167,12 @@ impl fmt::Debug for AdminKey {
 pub struct Overrides {
     /// `listen`: the HTTP address.
     pub listen: Option<SocketAddr>,
+    /// `grpc_listen`: the gRPC address (Envoy's rate limit service and
+    /// health); none: no gRPC server.
+    pub grpc_listen: Option<SocketAddr>,
+    /// `envoy_config`: envoyproxy/ratelimit's YAML rules, a file or a
+    /// directory (relative to the working directory).
+    pub envoy_config: Option<PathBuf>,
     /// `db`: the SQLite file when `store` is not given.
     pub db: Option<PathBuf>,
     /// `store`.
@@ -200,6 +208,8 @@ impl Overrides {
     pub fn or(self, lower: Overrides) -> Overrides {
         Overrides {
             listen: self.listen.or(lower.listen),
+            grpc_listen: self.grpc_listen.or(lower.grpc_listen),
+            envoy_config: self.envoy_config.or(lower.envoy_config),
             db: self.db.or(lower.db),
             store: self.store.or(lower.store),
             ping_limit: self.ping_limit.or(lower.ping_limit),
@@ -223,6 +233,12 @@ impl Overrides {
 pub struct Settings {
     /// Address to listen on (port 0 picks a free one).
     pub listen: SocketAddr,
+    /// The gRPC address, when gRPC is served.
+    pub grpc_listen: Option<SocketAddr>,
+    /// Where the Envoy rules were read from, when given.
+    pub envoy_config: Option<PathBuf>,
+    /// The Envoy rules (their limits are also in [`Settings::policies`]).
+    pub envoy: Option<Arc<EnvoyConfig>>,
     /// Where state lives.
     pub store: StoreConfig,
     /// Where GET /ping takes its key from.
@@ -240,7 +256,7 @@ pub struct Settings {
     /// The failure mode of policies that set none.
     pub on_store_error: FailureMode,
     /// Every policy: `ping` and `check` (the seed routes'), then the
-    /// file's, in file order.
+    /// file's, in file order, then the Envoy rules' limits.
     pub policies: PolicySet,
     /// The configuration file, when one was given.
     pub config_file: Option<PathBuf>,
@@ -329,20 +345,45 @@ impl Settings {
             o.check_window_secs.unwrap_or(60),
             "check_limit/check_window",
         );
+        let envoy = match &o.envoy_config {
+            Some(path) => match EnvoyConfig::load(path, on_store_error) {
+                Ok(config) => Some(Arc::new(config)),
+                Err(e) => {
+                    errors.extend(e.0);
+                    None
+                }
+            },
+            None => None,
+        };
+        let envoy_defs = envoy
+            .iter()
+            .flat_map(|e| e.policies())
+            .map(|def| def.as_ref().clone());
         let defs = ping
             .into_iter()
             .chain(check)
-            .chain(specs.iter().map(|spec| spec.to_def(on_store_error)));
+            .chain(specs.iter().map(|spec| spec.to_def(on_store_error)))
+            .chain(envoy_defs);
         let policies = match PolicySet::new(defs) {
             Ok(set) => Some(set),
             Err(e) => {
-                errors.push(ConfigError::general(e.to_string()));
+                let message = match &o.envoy_config {
+                    Some(path) => format!(
+                        "{e} (the Envoy rules of {} name their limits by path: domain.key_value…)",
+                        path.display()
+                    ),
+                    None => e.to_string(),
+                };
+                errors.push(ConfigError::general(message));
                 None
             }
         };
         match policies {
             Some(policies) if errors.is_empty() => Ok(Settings {
                 listen,
+                grpc_listen: o.grpc_listen,
+                envoy_config: o.envoy_config,
+                envoy,
                 store,
                 ping_key,
                 time_source,
@@ -376,6 +417,8 @@ impl Settings {
             }
         };
         differs("listen", self.listen != next.listen);
+        differs("grpc_listen", self.grpc_listen != next.grpc_listen);
+        differs("envoy_config", self.envoy_config != next.envoy_config);
         differs("store", self.store != next.store);
         differs("ping_key", self.ping_key != next.ping_key);
         differs("time_source", self.time_source != next.time_source);

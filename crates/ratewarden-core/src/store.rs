@@ -102,6 +102,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Whether [`crate::Acquire::audit`] entries are kept.
     fn keeps_audit_log(&self) -> bool;
 
+    /// Whether the store can answer now (readiness, `grpc.health.v1`):
+    /// one cheap round trip for a networked store. The default, for
+    /// in-process stores, answers `Ok`.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be used.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Finishes queued work and releases the store's resources (SQLite:
     /// checkpoint and close the file). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent; the default does nothing.

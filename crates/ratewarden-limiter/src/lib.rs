@@ -36,6 +36,8 @@
 //! - `limiter.rs`: [`Limiter`], [`Check`], [`Outcome`], [`CheckResult`],
 //!   [`Status`], [`CheckError`].
 //! - `prune.rs`: [`Pruner`], the background deletion of expired state.
+//! - [`fields`]: the `RateLimit` / `RateLimit-Policy` field values every
+//!   interface sends.
 //!
 //! # Metrics
 //! Through the `metrics` facade (free when no recorder is installed):
@@ -45,12 +47,13 @@
 //! seconds); `ratewarden_store_failures_total{handling="open"|"closed"}`.
 //! No key is ever a label.
 
+pub mod fields;
 mod limiter;
 mod meters;
 mod policy;
 mod prune;
 
-pub use limiter::{Basis, Check, CheckError, CheckResult, Limiter, Outcome, Status};
+pub use limiter::{Basis, Check, CheckError, CheckResult, Limiter, Outcome, PolicyRef, Status};
 pub use policy::{
     Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet, RequestMatch,
 };

@@ -14,11 +14,41 @@ use crate::meters::Meters;
 use crate::policy::{Changes, FailureMode, PolicyDef, PolicySet};
 use crate::prune::Pruner;
 
+/// Which policy a [`Check`] is against.
+#[derive(Debug, Clone, Copy)]
+pub enum PolicyRef<'a> {
+    /// A policy of the current [`PolicySet`], by name.
+    Named(&'a str),
+    /// A policy the caller holds: one of a set the caller keeps beside the
+    /// limiter's (the Envoy rules, which hold their policies), or one made
+    /// for this request only (an Envoy request's own `limit`). Its state
+    /// is namespaced by its name like any other's.
+    Given(&'a Arc<PolicyDef>),
+}
+
+impl<'a> From<&'a str> for PolicyRef<'a> {
+    fn from(name: &'a str) -> PolicyRef<'a> {
+        PolicyRef::Named(name)
+    }
+}
+
+impl<'a> From<&'a String> for PolicyRef<'a> {
+    fn from(name: &'a String) -> PolicyRef<'a> {
+        PolicyRef::Named(name)
+    }
+}
+
+impl<'a> From<&'a Arc<PolicyDef>> for PolicyRef<'a> {
+    fn from(def: &'a Arc<PolicyDef>) -> PolicyRef<'a> {
+        PolicyRef::Given(def)
+    }
+}
+
 /// One check: which policy, whose key, how many units.
 #[derive(Debug, Clone, Copy)]
 pub struct Check<'a> {
-    /// The policy's name.
-    pub policy: &'a str,
+    /// The policy.
+    pub policy: PolicyRef<'a>,
     /// The key, in parts.
     pub key: &'a Key,
     /// Units, at least 1.
@@ -29,10 +59,11 @@ pub struct Check<'a> {
 }
 
 impl<'a> Check<'a> {
-    /// A check of cost 1 without an audit entry.
-    pub fn one(policy: &'a str, key: &'a Key) -> Check<'a> {
+    /// A check of cost 1 without an audit entry, against the policy
+    /// named `policy` or a given one.
+    pub fn one(policy: impl Into<PolicyRef<'a>>, key: &'a Key) -> Check<'a> {
         Check {
-            policy,
+            policy: policy.into(),
             key,
             cost: NonZeroU64::MIN,
             audit: None,
@@ -276,11 +307,12 @@ impl Limiter {
         let active = self.active.load();
         let defs = checks
             .iter()
-            .map(|c| {
-                active
+            .map(|c| match c.policy {
+                PolicyRef::Named(name) => active
                     .set
-                    .get(c.policy)
-                    .ok_or_else(|| CheckError::UnknownPolicy(c.policy.to_owned()))
+                    .get(name)
+                    .ok_or_else(|| CheckError::UnknownPolicy(name.to_owned())),
+                PolicyRef::Given(def) => Ok(def),
             })
             .collect::<Result<Vec<&Arc<PolicyDef>>, CheckError>>()?;
         let now = self.clock.now();
@@ -361,8 +393,15 @@ impl Limiter {
     /// [`CheckError::UnknownPolicy`]; [`CheckError::Unavailable`] or
     /// [`CheckError::Failed`] when the store cannot answer (a status read
     /// never fails open).
-    pub async fn status(&self, policy: &str, key: &Key) -> Result<Status, CheckError> {
-        let def = self.policy(policy)?;
+    pub async fn status(
+        &self,
+        policy: impl Into<PolicyRef<'_>>,
+        key: &Key,
+    ) -> Result<Status, CheckError> {
+        let def = match policy.into() {
+            PolicyRef::Named(name) => self.policy(name)?,
+            PolicyRef::Given(def) => Arc::clone(def),
+        };
         let now = self.clock.now();
         let decision = self
             .store
@@ -387,6 +426,16 @@ impl Limiter {
             .reset(&def.policy, keys, self.clock.now())
             .await
             .map_err(CheckError::from_store)
+    }
+
+    /// Whether the store can answer now (one cheap round trip for a
+    /// networked store): what readiness and gRPC health report.
+    ///
+    /// # Errors
+    /// [`CheckError::Unavailable`] or [`CheckError::Failed`] as the store
+    /// answers.
+    pub async fn ready(&self) -> Result<(), CheckError> {
+        self.store.ping().await.map_err(CheckError::from_store)
     }
 
     fn policy(&self, name: &str) -> Result<Arc<PolicyDef>, CheckError> {

@@ -374,6 +374,18 @@ impl Store for RedisStore {
     }
 
     /// Marks the store closed; the connection goes with the store.
+    /// One `PING`, bounded by the call timeout.
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.call(|mut con| async move {
+            let _: String = redis::cmd("PING")
+                .query_async(&mut con)
+                .await
+                .map_err(redis_error)?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
     }

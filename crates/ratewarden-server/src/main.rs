@@ -54,13 +54,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = args
         .into_settings(std::env::var(ADMIN_KEY_ENV).ok())
         .context("invalid configuration")?;
+    let envoy_limits = settings.envoy.as_ref().map_or(0, |e| e.policies().count());
+    // The Envoy rules' limits come last in the set; they are counted, not listed.
     let policies: Vec<String> = settings
         .policies
         .iter()
+        .take(settings.policies.len() - envoy_limits)
         .map(|p| p.policy.to_string())
         .collect();
     tracing::info!(
         listen = %settings.listen,
+        grpc_listen = ?settings.grpc_listen,
+        envoy_config = ?settings.envoy_config,
+        envoy_domains = settings.envoy.as_ref().map_or(0, |e| e.domain_count()),
+        envoy_limits,
         store = %settings.store,
         config = ?settings.config_file,
         policies = ?policies,
@@ -76,7 +83,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let clock = clock(&settings).await?;
         let app = Application::build(settings, clock).await?;
-        tracing::info!(addr = %app.local_addr(), "listening");
+        tracing::info!(addr = %app.local_addr(), "listening (HTTP)");
+        if let Some(addr) = app.grpc_addr() {
+            tracing::info!(%addr, "listening (gRPC: envoy.service.ratelimit.v3, grpc.health.v1)");
+        }
         app.run_until_stopped_reloading(overrides, shutdown_signal())
             .await
             .context("server failed")

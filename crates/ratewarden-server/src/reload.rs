@@ -1,22 +1,26 @@
-//! Reloading the configuration file: on SIGHUP, and when the file changes
-//! (a watcher on its directory, so editors that write a new file and
-//! rename it, and Kubernetes' symlink swaps, are seen too; picked up
-//! within a fraction of a second).
+//! Reloading the configuration: the TOML file (`--config`) and the Envoy
+//! rules (`--envoy-config`, a file or a directory), on SIGHUP and when
+//! they change (a watcher on their directories, so editors that write a
+//! new file and rename it, and Kubernetes' symlink swaps, are seen too;
+//! picked up within a fraction of a second).
 //!
-//! A reload reads the file again, checks it whole and resolves it with
-//! the same flags and environment as at start; only then is the new
-//! policy set swapped into the limiter, atomically. A broken file changes
-//! nothing: the old configuration keeps serving and every error is
-//! logged. Counters survive (state belongs to the policy name, algorithm
-//! and key). Settings that cannot change while running (listen address,
-//! store, …) are logged as needing a restart and otherwise left alone.
+//! A reload reads everything again, checks it whole and resolves it with
+//! the same flags and environment as at start; only then are the new
+//! policy set and Envoy rules swapped in, atomically each. Anything broken
+//! changes nothing: the old configuration keeps serving and every error
+//! is logged. Counters survive (state belongs to the policy name,
+//! algorithm and key). Settings that cannot change while running (listen
+//! addresses, store, where the Envoy rules are, …) are logged as needing
+//! a restart and otherwise left alone.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
+use ratewarden_config::envoy::EnvoyConfig;
 use ratewarden_config::{ConfigErrors, ConfigFile, Overrides, Settings};
+use ratewarden_envoy::RateLimitService;
 use ratewarden_limiter::{Changes, Limiter};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -28,49 +32,157 @@ const SETTLE: Duration = Duration::from_millis(150);
 /// What a reload applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
-    /// The policies added, removed and changed.
+    /// The policies added, removed and changed (the Envoy rules' limits
+    /// included).
     pub changes: Changes,
     /// The keys whose new values wait for a restart.
     pub needing_restart: Vec<&'static str>,
 }
 
-/// Reloads one configuration file into one limiter.
+/// What is reloaded: a file, or a directory of YAML files.
+#[derive(Debug, Clone)]
+enum Source {
+    File(PathBuf),
+    Directory(PathBuf),
+}
+
+impl Source {
+    fn of(path: &Path) -> Source {
+        if path.is_dir() {
+            Source::Directory(path.to_path_buf())
+        } else {
+            Source::File(path.to_path_buf())
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Source::File(p) | Source::Directory(p) => p,
+        }
+    }
+
+    /// The directory to watch.
+    fn directory(&self) -> PathBuf {
+        match self {
+            Source::Directory(d) => d.clone(),
+            Source::File(f) => f
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf(),
+        }
+    }
+
+    /// Whether a change of `path` concerns this source. A Kubernetes
+    /// ConfigMap swaps a `..data` symlink in the directory.
+    fn touched_by(&self, path: &Path) -> bool {
+        let name = path.file_name().map(|n| n.to_string_lossy());
+        let k8s_swap = name.as_ref().is_some_and(|n| n.starts_with(".."));
+        match self {
+            Source::File(f) => k8s_swap || f.file_name() == path.file_name(),
+            Source::Directory(d) => {
+                let inside = path.parent() == Some(d.as_path()) || path == d;
+                let yaml = name
+                    .as_ref()
+                    .is_some_and(|n| n.ends_with(".yaml") || n.ends_with(".yml"));
+                inside && (yaml || k8s_swap)
+            }
+        }
+    }
+
+    /// The contents, to skip events that changed nothing.
+    fn snapshot(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        match self {
+            Source::File(f) => vec![(f.clone(), std::fs::read(f).ok())],
+            Source::Directory(d) => {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(d)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| self.touched_by(p) && p.is_file())
+                    .collect();
+                files.sort();
+                files
+                    .into_iter()
+                    .map(|p| {
+                        let bytes = std::fs::read(&p).ok();
+                        (p, bytes)
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Reloads the configuration file and the Envoy rules into the limiter
+/// and the Envoy service.
 #[derive(Debug)]
 pub struct Reloader {
     limiter: Arc<Limiter>,
-    /// The flags and environment of the start, which keep winning.
+    envoy: Arc<RateLimitService>,
+    /// The flags and environment of the start, which keep winning; the
+    /// Envoy rules' location is pinned to the start's.
     given: Overrides,
-    path: PathBuf,
+    config_file: Option<PathBuf>,
+    sources: Vec<Source>,
     /// The settings in force (the start's restart-only settings stay).
     current: Mutex<Settings>,
 }
 
 impl Reloader {
-    /// A reloader for `settings.config_file`; `None` without a file.
-    pub fn new(limiter: Arc<Limiter>, given: Overrides, settings: Settings) -> Option<Reloader> {
-        let path = settings.config_file.clone()?;
+    /// A reloader for `settings.config_file` and `settings.envoy_config`;
+    /// `None` when there is neither.
+    pub fn new(
+        limiter: Arc<Limiter>,
+        envoy: Arc<RateLimitService>,
+        given: Overrides,
+        settings: Settings,
+    ) -> Option<Reloader> {
+        let config_file = settings.config_file.clone();
+        let sources: Vec<Source> = config_file
+            .iter()
+            .chain(&settings.envoy_config)
+            .map(|p| Source::of(p))
+            .collect();
+        if sources.is_empty() {
+            return None;
+        }
+        let given = Overrides {
+            envoy_config: settings.envoy_config.clone(),
+            ..given
+        };
         Some(Reloader {
             limiter,
+            envoy,
             given,
-            path,
+            config_file,
+            sources,
             current: Mutex::new(settings),
         })
     }
 
-    /// The file reloaded.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// What is reloaded: the configuration file, then the Envoy rules.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.sources.iter().map(Source::path).collect()
     }
 
-    /// Reads, checks and applies the file once. Logs what happened and
+    /// Reads, checks and applies everything once. Logs what happened and
     /// counts it in `ratewarden_config_reloads_total{result}`.
     ///
     /// # Errors
-    /// Every error of the file; then nothing was changed.
+    /// Every error found; then nothing was changed.
     pub fn reload(&self) -> Result<Applied, ConfigErrors> {
-        let result = ConfigFile::load(&self.path)
-            .and_then(|file| Settings::resolve(self.given.clone(), Some(&file), None));
-        let next = match result {
+        let file = self
+            .config_file
+            .as_deref()
+            .map(ConfigFile::load)
+            .transpose();
+        let result = file.and_then(|file| {
+            let moved = file.as_ref().and_then(|f| f.overrides.envoy_config.clone());
+            Settings::resolve(self.given.clone(), file.as_ref(), None).map(|s| (s, moved))
+        });
+        let (next, envoy_in_file) = match result {
             Ok(next) => next,
             Err(errors) => {
                 metrics::counter!("ratewarden_config_reloads_total", "result" => "error")
@@ -82,19 +194,34 @@ impl Reloader {
             }
         };
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        let needing_restart = current.needing_restart(&next);
+        let mut needing_restart = current.needing_restart(&next);
+        if envoy_in_file.is_some_and(|p| Some(p) != current.envoy_config) {
+            needing_restart.push("envoy_config");
+        }
         for key in &needing_restart {
             tracing::warn!(
                 key,
                 "configuration reload: this setting changes only after a restart"
             );
         }
+        // The rules hold their own policies; the set decides pruning.
+        let rules = next
+            .envoy
+            .clone()
+            .unwrap_or_else(|| Arc::new(EnvoyConfig::default()));
+        self.envoy.replace_rules(rules, next.on_store_error);
         let changes = self.limiter.replace_policies(next.policies.clone());
         current.policies = next.policies;
+        current.envoy = next.envoy;
         current.on_store_error = next.on_store_error;
         metrics::counter!("ratewarden_config_reloads_total", "result" => "ok").increment(1);
+        let from: Vec<String> = self
+            .paths()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         tracing::info!(
-            file = %self.path.display(),
+            from = %from.join(", "),
             added = ?changes.added,
             removed = ?changes.removed,
             changed = ?changes.changed,
@@ -107,19 +234,18 @@ impl Reloader {
     }
 
     /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
-    /// change of the file, until `stop`.
+    /// change of what it reloads, until `stop`.
     pub async fn run(self: Arc<Self>, mut hangups: Hangups, stop: CancellationToken) {
         let (tx, mut changed) = mpsc::unbounded_channel::<()>();
-        let watched = self.path.clone();
-        let file_name = watched.file_name().map(ToOwned::to_owned);
+        let sources = self.sources.clone();
         let mut watcher = match notify::recommended_watcher(
             move |event: notify::Result<notify::Event>| {
                 let touches = event.is_ok_and(|e| {
-                e.paths.is_empty()
-                    || e.paths.iter().any(|p| p.file_name() == file_name.as_deref())
-                    // A symlink swap in the directory (Kubernetes ConfigMaps).
-                    || e.paths.iter().any(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("..")))
-            });
+                    e.paths.is_empty()
+                        || e.paths
+                            .iter()
+                            .any(|p| sources.iter().any(|s| s.touched_by(p)))
+                });
                 if touches {
                     let _ = tx.send(());
                 }
@@ -127,21 +253,20 @@ impl Reloader {
         ) {
             Ok(w) => Some(w),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot watch the configuration file; reload with SIGHUP");
+                tracing::warn!(error = %e, "cannot watch the configuration; reload with SIGHUP");
                 None
             }
         };
-        let directory = watched
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
         if let Some(w) = watcher.as_mut() {
-            if let Err(e) = w.watch(&directory, RecursiveMode::NonRecursive) {
-                tracing::warn!(error = %e, dir = %directory.display(), "cannot watch the configuration directory; reload with SIGHUP");
+            for source in &self.sources {
+                let dir = source.directory();
+                if let Err(e) = w.watch(&dir, RecursiveMode::NonRecursive) {
+                    tracing::warn!(error = %e, dir = %dir.display(), "cannot watch this directory; reload with SIGHUP");
+                }
             }
         }
-        let mut last = std::fs::read(&self.path).ok();
+        let snapshot = || -> Vec<_> { self.sources.iter().flat_map(Source::snapshot).collect() };
+        let mut last = snapshot();
         loop {
             let by_signal = tokio::select! {
                 () = stop.cancelled() => break,
@@ -152,14 +277,14 @@ impl Reloader {
                 // Let the writer finish, and take every event it caused at once.
                 tokio::time::sleep(SETTLE).await;
                 while changed.try_recv().is_ok() {}
-                let now = std::fs::read(&self.path).ok();
+                let now = snapshot();
                 if now == last {
                     continue;
                 }
                 last = now;
             } else {
                 tracing::info!("SIGHUP: reloading the configuration");
-                last = std::fs::read(&self.path).ok();
+                last = snapshot();
             }
             let this = Arc::clone(&self);
             // File IO and parsing off the async threads.
@@ -169,7 +294,7 @@ impl Reloader {
     }
 }
 
-/// Takes SIGHUP (`hangups`) when there is no file to reload (its default
+/// Takes SIGHUP (`hangups`) when there is nothing to reload (its default
 /// action would end the process) and logs that there is nothing to do,
 /// until `stop`.
 pub async fn without_file(mut hangups: Hangups, stop: CancellationToken) {
@@ -177,7 +302,7 @@ pub async fn without_file(mut hangups: Hangups, stop: CancellationToken) {
         tokio::select! {
             () = stop.cancelled() => break,
             () = next_hangup(&mut hangups) => {
-                tracing::warn!("SIGHUP: no configuration file to reload (start with --config FILE)");
+                tracing::warn!("SIGHUP: nothing to reload (start with --config FILE or --envoy-config PATH)");
             }
         }
     }

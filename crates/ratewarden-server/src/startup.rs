@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use ratewarden_config::{Settings, StoreConfig, StoreOptions};
 use ratewarden_core::{Clock, MemoryStore, Store};
+use ratewarden_envoy::RateLimitService;
 use ratewarden_limiter::Limiter;
 use ratewarden_redis::RedisStore;
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
@@ -32,10 +33,10 @@ pub enum StartupError {
         /// Why.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The address could not be bound.
+    /// An address could not be bound.
     #[error("cannot listen on {addr}")]
     Bind {
-        /// The `--listen` address.
+        /// The `--listen` or `--grpc-listen` address.
         addr: SocketAddr,
         /// Why.
         source: std::io::Error,
@@ -102,6 +103,8 @@ pub fn open_store(
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
+    /// The gRPC listener, when `--grpc-listen` is given.
+    grpc_listener: Option<TcpListener>,
     state: AppState,
     settings: Settings,
 }
@@ -130,22 +133,33 @@ impl Application {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<Application, StartupError> {
-        let listener =
-            TcpListener::bind(settings.listen)
+        let bind = |addr: SocketAddr| async move {
+            TcpListener::bind(addr)
                 .await
-                .map_err(|source| StartupError::Bind {
-                    addr: settings.listen,
-                    source,
-                })?;
+                .map_err(|source| StartupError::Bind { addr, source })
+        };
+        let listener = bind(settings.listen).await?;
+        let grpc_listener = match settings.grpc_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
         let limiter = Arc::new(Limiter::new(store, clock, settings.policies.clone()));
+        let rules = settings.envoy.clone().unwrap_or_default();
+        let envoy = Arc::new(RateLimitService::new(
+            Arc::clone(&limiter),
+            rules,
+            settings.on_store_error,
+        ));
         let state = AppState::new(Shared {
             limiter,
+            envoy,
             ping_key: settings.ping_key.clone(),
             admin_key: settings.admin_key.clone(),
             max_body_bytes: settings.max_body_bytes,
         });
         Ok(Application {
             listener,
+            grpc_listener,
             state,
             settings,
         })
@@ -159,6 +173,13 @@ impl Application {
     /// The settings it was built with.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The bound gRPC address, when gRPC is served.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.grpc_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
     }
 
     /// The bound address (useful with port 0).
@@ -184,8 +205,12 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let stop = CancellationToken::new();
-        let reloader =
-            crate::reload::Reloader::new(Arc::clone(self.limiter()), given, self.settings.clone());
+        let reloader = crate::reload::Reloader::new(
+            Arc::clone(self.limiter()),
+            Arc::clone(&self.state.envoy),
+            given,
+            self.settings.clone(),
+        );
         // Without a file, SIGHUP must still be taken (its default action
         // would end the process) and is answered with a log line.
         let hangups = crate::reload::hangup_signals();
@@ -199,11 +224,13 @@ impl Application {
         served
     }
 
-    /// Serves until `shutdown` completes, then lets in-flight requests
-    /// finish, stops the pruning task and closes the store.
+    /// Serves HTTP (and gRPC, when bound) until `shutdown` completes or
+    /// either server fails, then lets in-flight requests finish (for at
+    /// most [`SHUTDOWN_GRACE`]), stops the pruning task and closes the
+    /// store. Both servers stop together.
     ///
     /// # Errors
-    /// The server's I/O error, if serving fails.
+    /// A server's I/O error, if serving fails.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -211,31 +238,67 @@ impl Application {
         let stop = CancellationToken::new();
         let pruning = tokio::spawn(Arc::clone(self.state.limiter.pruner()).run_until(stop.clone()));
         let store = Arc::clone(self.state.limiter.store());
+        // Cancelled by the signal, or by a server that ends on its own.
+        let servers = CancellationToken::new();
+        let signalled = {
+            let servers = servers.clone();
+            tokio::spawn(async move {
+                shutdown.await;
+                servers.cancel();
+            })
+        };
+        let grpc = self.grpc_listener.map(|listener| {
+            let servers = servers.clone();
+            let envoy = Arc::clone(&self.state.envoy);
+            tokio::spawn(async move {
+                let served = ratewarden_envoy::grpc::serve(listener, envoy, servers.clone()).await;
+                if let Err(e) = &served {
+                    tracing::error!(error = %e, "the gRPC server failed; stopping");
+                }
+                servers.cancel();
+                served
+            })
+        });
         let app = http::router(self.state).into_make_service_with_connect_info::<SocketAddr>();
         // A client that never finishes its request would hold graceful
         // shutdown open forever: after the signal, connections get
         // SHUTDOWN_GRACE to finish, then they are dropped.
-        let (stopping, stopped_accepting) = tokio::sync::oneshot::channel::<()>();
-        let signal = async move {
-            shutdown.await;
-            let _ = stopping.send(());
-        };
         let server = axum::serve(self.listener, app)
-            .with_graceful_shutdown(signal)
+            .with_graceful_shutdown(servers.clone().cancelled_owned())
             .into_future();
-        let grace_over = async move {
-            match stopped_accepting.await {
-                Ok(()) => tokio::time::sleep(SHUTDOWN_GRACE).await,
-                Err(_) => std::future::pending().await,
+        let grace_over = {
+            let servers = servers.clone();
+            async move {
+                servers.cancelled().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
             }
         };
-        let served = tokio::select! {
+        let mut served = tokio::select! {
             served = server => served,
             () = grace_over => {
                 tracing::warn!(grace_secs = SHUTDOWN_GRACE.as_secs(), "connections still open after the shutdown grace period; closing them");
                 Ok(())
             }
         };
+        if let Err(e) = &served {
+            tracing::error!(error = %e, "the HTTP server failed; stopping");
+        }
+        servers.cancel();
+        signalled.abort();
+        if let Some(grpc) = grpc {
+            let abort = grpc.abort_handle();
+            match tokio::time::timeout(SHUTDOWN_GRACE, grpc).await {
+                Ok(Ok(Ok(()))) | Ok(Err(_)) => {}
+                Ok(Ok(Err(e))) => served = served.and(Err(std::io::Error::other(e))),
+                Err(_) => {
+                    tracing::warn!(
+                        grace_secs = SHUTDOWN_GRACE.as_secs(),
+                        "gRPC calls still open after the shutdown grace period; closing them"
+                    );
+                    abort.abort();
+                }
+            }
+        }
         stop.cancel();
         let _ = pruning.await;
         store.close().await;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use ratewarden_config::{AdminKey, KeySource};
+use ratewarden_envoy::RateLimitService;
 use ratewarden_limiter::Limiter;
 
 /// Shared application state: one `Arc`, so the per-request clone axum
@@ -31,6 +32,9 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     /// The decision layer (its policy set follows reloads).
     pub limiter: Arc<Limiter>,
+    /// Envoy's rate limit service (`POST /json`; the same one gRPC
+    /// serves), deciding through [`Shared::limiter`].
+    pub envoy: Arc<RateLimitService>,
     /// Where GET /ping takes its key from.
     pub ping_key: KeySource,
     /// `None`: every admin action is refused (fail closed).

@@ -33,6 +33,9 @@ impl Store for Unreachable {
     fn keeps_audit_log(&self) -> bool {
         false
     }
+    async fn ping(&self) -> Result<(), StoreError> {
+        Err(StoreError::Unavailable("connection refused".into()))
+    }
 }
 
 async fn spawn(policy: &str) -> String {
@@ -40,6 +43,11 @@ async fn spawn(policy: &str) -> String {
 }
 
 async fn spawn_with(args: &[&str]) -> String {
+    spawn_both(args).await.0
+}
+
+/// The HTTP base URL and the gRPC address (when `--grpc-listen` is given).
+async fn spawn_both(args: &[&str]) -> (String, Option<String>) {
     let argv = ["ratewarden", "serve", "--listen", "127.0.0.1:0"]
         .iter()
         .chain(args);
@@ -53,8 +61,9 @@ async fn spawn_with(args: &[&str]) -> String {
         .await
         .expect("app");
     let base = format!("http://{}", app.local_addr());
+    let grpc = app.grpc_addr().map(|a| format!("http://{a}"));
     tokio::spawn(app.run_until_stopped(std::future::pending()));
-    base
+    (base, grpc)
 }
 
 /// Regression: failing open answered with `RateLimit: r=<limit>` headers,
@@ -197,4 +206,89 @@ window = "1m"
         503,
         "the seed policies follow the global default"
     );
+}
+
+/// Envoy's rate limit service over an unreachable store: gRPC health is
+/// NOT_SERVING; a limit that fails closed answers UNAVAILABLE (so Envoy's
+/// `failure_mode_deny` decides), one that fails open answers OK without
+/// claiming a quota.
+#[tokio::test]
+async fn envoy_fails_open_or_closed_and_health_is_not_serving() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+    use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+    )
+    .unwrap();
+    let request = RateLimitRequest {
+        domain: "d".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "k".into(),
+                value: "v".into(),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 1,
+    };
+    for policy in ["closed", "open"] {
+        let args = [
+            "--on-store-error",
+            policy,
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--envoy-config",
+            rules.to_str().unwrap(),
+        ];
+        let (_, grpc) = spawn_both(&args).await;
+        let grpc = grpc.expect("a gRPC server");
+        let channel = tonic::transport::Channel::from_shared(grpc.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut health = HealthClient::new(channel);
+        let mut status = ServingStatus::Unknown;
+        // The first health check runs as the server starts.
+        for _ in 0..50 {
+            let r = health
+                .check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            status = r.status();
+            if status == ServingStatus::NotServing {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(status, ServingStatus::NotServing, "{policy}");
+        let mut rls = RateLimitServiceClient::connect(grpc).await.unwrap();
+        let answer = rls.should_rate_limit(request.clone()).await;
+        if policy == "closed" {
+            let status = answer.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::Unavailable);
+            assert!(
+                !status.message().contains("connection refused"),
+                "the cause stays in the log"
+            );
+        } else {
+            let r = answer.unwrap().into_inner();
+            assert_eq!(r.overall_code, Code::Ok as i32);
+            assert_eq!(r.statuses[0].current_limit, None, "no quota was checked");
+            assert!(r.response_headers_to_add.is_empty());
+        }
+    }
 }

@@ -290,8 +290,7 @@ async fn sighup_without_a_configuration_file_is_harmless() {
     let app = Instance::start("memory", &[]).await;
     app.signal("HUP");
     assert!(
-        app.wait_for_log(PICKUP, |log| log
-            .contains("no configuration file to reload"))
+        app.wait_for_log(PICKUP, |log| log.contains("SIGHUP: nothing to reload"))
             .await,
         "log:\n{}",
         app.log()

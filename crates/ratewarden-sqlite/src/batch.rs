@@ -122,14 +122,14 @@ pub(crate) fn status(
 /// settlement charges; one decision per item.
 pub(crate) fn acquire(conn: &Connection, batch: &OwnedBatch) -> rusqlite::Result<Vec<Decision>> {
     let now = batch.now;
-    if let [item] = batch.items.as_slice() {
-        if item.policy.counts_denied() {
-            // Alone, it is charged whatever it decides: increment first.
-            let attempt = attempt(item, now);
-            let audit = item.audit_path.as_deref();
-            let d = fixed_window::acquire_counting(conn, &item.policy, &item.key, attempt, audit)?;
-            return Ok(vec![d]);
-        }
+    if let [item] = batch.items.as_slice()
+        && item.policy.counts_denied()
+    {
+        // Alone, it is charged whatever it decides: increment first.
+        let attempt = attempt(item, now);
+        let audit = item.audit_path.as_deref();
+        let d = fixed_window::acquire_counting(conn, &item.policy, &item.key, attempt, audit)?;
+        return Ok(vec![d]);
     }
     let own = batch
         .items

@@ -102,10 +102,10 @@ pub(crate) fn window_key(key: &Key) -> Column<'_> {
 /// `(rate_events.user_id, rate_events.endpoint)` for `key`.
 pub(crate) fn event_key(key: &Key) -> (i64, Column<'_>) {
     let mut parts = key.parts();
-    if let (Some(user), Some(endpoint), None) = (parts.next(), parts.next(), parts.next()) {
-        if let Some(id) = canonical_user_id(user) {
-            return (id, text_or_blob(endpoint));
-        }
+    if let (Some(user), Some(endpoint), None) = (parts.next(), parts.next(), parts.next())
+        && let Some(id) = canonical_user_id(user)
+    {
+        return (id, text_or_blob(endpoint));
     }
     (0, Column::Blob(key.encoded()))
 }

@@ -32,7 +32,7 @@ pub(crate) fn nanos(t: Timestamp) -> String {
 /// A window start: whole seconds as `2026-01-01T00:00:00Z` (seed A), else
 /// the fractional form.
 pub(crate) fn window_start(t: Timestamp) -> String {
-    if t.as_unix_nanos() % NANOS_PER_SEC == 0 {
+    if t.as_unix_nanos().is_multiple_of(NANOS_PER_SEC) {
         seconds(t)
     } else {
         nanos(t)

@@ -32,21 +32,23 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once, at start
 pub enum Command {
     /// Run the HTTP service.
     Serve(ServeArgs),
     /// Decide a recorded trace of requests (standard input) and print each
     /// decision (standard output); a summary goes to standard error.
     Replay(ReplayArgs),
-    /// Check a configuration file: print one line per policy (exit 0), or
-    /// every error with FILE:LINE:COLUMN (exit 2).
+    /// Check a configuration file (TOML), or Envoy rate limit rules (a
+    /// *.yaml/*.yml file or a directory): print one line per policy or rule
+    /// (exit 0), or every error with FILE:LINE:COLUMN (exit 2).
     CheckConfig(CheckConfigArgs),
 }
 
 /// Arguments of `ratewarden check-config`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckConfigArgs {
-    /// The TOML file to check.
+    /// The TOML file, or the Envoy rules (YAML file or directory), to check.
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 }
@@ -63,6 +65,17 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "RATEWARDEN_LISTEN", value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+
+    /// Address of the gRPC server: Envoy's rate limit service
+    /// (`envoy.service.ratelimit.v3`) and `grpc.health.v1` [default: none,
+    /// no gRPC server]. See docs/envoy.md.
+    #[arg(long, env = "RATEWARDEN_GRPC_LISTEN", value_name = "ADDR")]
+    pub grpc_listen: Option<SocketAddr>,
+
+    /// envoyproxy/ratelimit's YAML rules, loaded unchanged: a file, or a
+    /// directory of *.yaml files (reloaded like --config). See docs/envoy.md.
+    #[arg(long, env = "RATEWARDEN_ENVOY_CONFIG", value_name = "FILE|DIR")]
+    pub envoy_config: Option<PathBuf>,
 
     /// SQLite database file, created when missing [default: ./ratewarden.db].
     #[arg(long, env = "RATEWARDEN_DB", value_name = "PATH")]
@@ -176,6 +189,8 @@ impl ServeArgs {
     pub fn overrides(&self) -> Overrides {
         Overrides {
             listen: self.listen,
+            grpc_listen: self.grpc_listen,
+            envoy_config: self.envoy_config.clone(),
             db: self.db.clone(),
             store: self.store.clone(),
             ping_limit: self.ping_limit,

@@ -289,7 +289,7 @@ where
             Err(e) => break Some(ReplayError::Read(e)),
         }
         line_no += 1;
-        if progress == Progress::Terminal && line_no % PROGRESS_EVERY == 0 {
+        if progress == Progress::Terminal && line_no.is_multiple_of(PROGRESS_EVERY) {
             let _ = write!(io::stderr().lock(), "\r{line_no} lines");
         }
         let request = match parse_line(&line) {

@@ -113,6 +113,32 @@ pub fn endpoint(raw: Option<&[u8]>) -> Result<String, ApiError> {
 #[derive(Debug)]
 pub struct JsonObject(pub serde_json::Map<String, serde_json::Value>);
 
+/// The whole body, at most `--max-body-bytes` (413 problem details past
+/// it; a declared length over the limit is refused at once, before
+/// waiting for a body that may never come).
+///
+/// # Errors
+/// 413 for a body too large, 400 for one that could not be read.
+pub async fn body_bytes(request: Request, state: &AppState) -> Result<Bytes, ApiError> {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.max_body_bytes as u64) {
+        return Err(ApiError::payload_too_large(state.max_body_bytes));
+    }
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::payload_too_large(state.max_body_bytes)
+            } else {
+                ApiError::bad_request("the request body could not be read")
+            }
+        })
+}
+
 impl FromRequest<AppState> for JsonObject {
     type Rejection = ApiError;
 
@@ -127,25 +153,7 @@ impl FromRequest<AppState> for JsonObject {
                 )));
             }
         }
-        // A declared length over the limit is refused at once, before
-        // waiting for a body that may never come.
-        let declared = request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.is_some_and(|n| n > state.max_body_bytes as u64) {
-            return Err(ApiError::payload_too_large(state.max_body_bytes));
-        }
-        let body = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::payload_too_large(state.max_body_bytes)
-                } else {
-                    ApiError::bad_request("the request body could not be read")
-                }
-            })?;
+        let body = body_bytes(request, state).await?;
         if body.is_empty() {
             return Err(ApiError::bad_request("a JSON object body is required"));
         }

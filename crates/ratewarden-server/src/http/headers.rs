@@ -5,10 +5,9 @@
 //! widely used `X-RateLimit-*` trio of the most restrictive policy. All
 //! times are whole seconds, rounded up.
 
-use std::fmt::Write;
-
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use ratewarden_core::{Decision, Policy, ceil_secs};
+use ratewarden_limiter::fields::{FieldItem, field_values};
 use ratewarden_limiter::{CheckResult, Outcome};
 
 /// Sets `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …` and
@@ -21,24 +20,16 @@ pub fn insert_rate_limit_headers<'a>(
     items: impl IntoIterator<Item = (&'a Policy, &'a Decision)>,
     most_restrictive: Option<&Decision>,
 ) {
-    let mut policies = String::with_capacity(48);
-    let mut limits = String::with_capacity(48);
-    for (policy, decision) in items {
-        if !policies.is_empty() {
-            policies.push_str(", ");
-            limits.push_str(", ");
-        }
-        let window = ceil_secs(policy.quota.window()).max(1);
-        let reset = ceil_secs(decision.reset_after);
-        push_sf_string(&mut policies, &policy.name);
-        push_sf_string(&mut limits, &policy.name);
-        // Writing to a String cannot fail.
-        let _ = write!(policies, ";q={};w={window}", decision.limit);
-        let _ = write!(limits, ";r={};t={reset}", decision.remaining);
-    }
-    if policies.is_empty() {
+    let items = items.into_iter().map(|(policy, decision)| FieldItem {
+        name: &policy.name,
+        quota: decision.limit,
+        window_secs: ceil_secs(policy.quota.window()),
+        remaining: decision.remaining,
+        reset_secs: ceil_secs(decision.reset_after),
+    });
+    let Some((policies, limits)) = field_values(items) else {
         return;
-    }
+    };
     let value =
         |s: String| HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static(""));
     headers.insert(HeaderName::from_static("ratelimit-policy"), value(policies));
@@ -97,19 +88,6 @@ pub fn outcome_headers(outcome: &Outcome) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(8);
     insert_outcome_headers(&mut headers, outcome);
     headers
-}
-
-/// Appends `name` as a structured-field string (RFC 8941): quoted, `\`
-/// and `"` escaped, other characters outside printable ASCII left out.
-fn push_sf_string(out: &mut String, name: &str) {
-    out.push('"');
-    for c in name.chars().filter(|c| (' '..='~').contains(c)) {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

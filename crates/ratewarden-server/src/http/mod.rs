@@ -1,5 +1,6 @@
 //! The HTTP interface: the seed routes ([`seed`]), the JSON decision API
-//! ([`v1`]) and its OpenAPI document. Every handler turns its request into
+//! ([`v1`]), Envoy's rate limit service in protobuf JSON ([`envoy`],
+//! `POST /json`) and the OpenAPI document. Every handler turns its request into
 //! checks for the [`ratewarden_limiter::Limiter`] and its answer into a
 //! response; none touches a store.
 //!
@@ -10,6 +11,7 @@
 //! - [`admin`]: the fail-closed admin key check.
 
 pub mod admin;
+pub mod envoy;
 pub mod extract;
 pub mod headers;
 pub mod key_source;
@@ -75,6 +77,7 @@ pub fn routes_and_api() -> OpenApiRouter<AppState> {
         .routes(routes!(v1::status::handle))
         .routes(routes!(v1::counters::handle))
         .routes(routes!(v1::policies::handle))
+        .routes(routes!(envoy::handle))
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {

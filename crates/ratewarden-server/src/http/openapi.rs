@@ -16,12 +16,13 @@ use utoipa::openapi::OpenApi as Document;
 #[openapi(
     info(
         title = "ratewarden",
-        description = "A rate-limiting service: the seed routes (GET /ping, GET /status, POST /rate/check, GET /rate/status, DELETE /rate/reset/{user_id}) and the general decision API (/v1). Errors are RFC 9457 problem details (application/problem+json). See docs/api.md."
+        description = "A rate-limiting service: the seed routes (GET /ping, GET /status, POST /rate/check, GET /rate/status, DELETE /rate/reset/{user_id}) the general decision API (/v1) and Envoy's rate limit service in protobuf JSON (POST /json). Errors are RFC 9457 problem details (application/problem+json). See docs/api.md."
     ),
     tags(
         (name = "seed", description = "The seed routes: a fixed window per client (/ping) and a sliding log per user and endpoint (/rate)"),
         (name = "decisions", description = "Checks of any policy, decided all or nothing, and reads"),
         (name = "admin", description = "Fail closed: needs X-Admin-Key"),
+        (name = "envoy", description = "Envoy's rate limit service (envoy.service.ratelimit.v3) in protobuf JSON; the same service is on --grpc-listen. See docs/envoy.md"),
         (name = "meta", description = "This document"),
     ),
     paths(handle),
@@ -45,6 +46,7 @@ pub fn base() -> Document {
 #[utoipa::path(
     get,
     path = "/openapi.json",
+    operation_id = "openApi",
     tag = "meta",
     responses((status = 200, description = "The OpenAPI 3.1 document of every route", content_type = "application/json"))
 )]
@@ -66,4 +68,25 @@ pub fn route<S: Clone + Send + Sync + 'static>(api: Document) -> Router<S> {
             async move { Json((*json).clone()) }
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// Client generators name methods after operation ids: each route has
+    /// its own (regression: every one was `handle`, the handlers' name).
+    #[test]
+    fn every_operation_has_an_id_of_its_own() {
+        let (_, api) = crate::http::routes_and_api().split_for_parts();
+        let doc = serde_json::to_value(&api).unwrap_or_default();
+        let mut ids: Vec<String> = Vec::new();
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let id = op["operationId"].as_str().unwrap_or_default().to_owned();
+                assert!(!id.is_empty(), "{method} {path} has no operationId");
+                assert!(!ids.contains(&id), "{method} {path}: '{id}' is used twice");
+                ids.push(id);
+            }
+        }
+        assert!(ids.len() >= 11, "{ids:?}");
+    }
 }

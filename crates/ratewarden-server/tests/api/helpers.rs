@@ -41,6 +41,9 @@ pub fn at(secs: u64, nanos: u64) -> Timestamp {
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`.
     pub address: String,
+    /// `http://127.0.0.1:PORT` of the gRPC server, when one was asked for
+    /// (`--grpc-listen` in the options, or [`AppOptions::envoy`]).
+    pub grpc: Option<String>,
     /// A client without a proxy.
     pub client: reqwest::Client,
     /// The SQLite file.
@@ -75,6 +78,10 @@ pub struct AppOptions {
     pub config: Option<String>,
     /// The store.
     pub store: StoreKind,
+    /// Envoy rules (envoyproxy/ratelimit YAML), written to the test's
+    /// directory and given as `--envoy-config`, with a gRPC server on a
+    /// free port.
+    pub envoy: Option<String>,
 }
 
 impl Default for AppOptions {
@@ -84,6 +91,7 @@ impl Default for AppOptions {
             admin_key: Some(ADMIN_KEY.to_owned()),
             config: None,
             store: StoreKind::Sqlite,
+            envoy: None,
         }
     }
 }
@@ -168,6 +176,17 @@ async fn launch(
             .args
             .push(path.to_str().expect("UTF-8 temporary path").into());
     }
+    if let Some(text) = &options.envoy {
+        let path = dir.path().join("ratelimit.yaml");
+        std::fs::write(&path, text).expect("write the Envoy rules");
+        options.args.push("--envoy-config".into());
+        options
+            .args
+            .push(path.to_str().expect("UTF-8 temporary path").into());
+        options
+            .args
+            .extend(["--grpc-listen".into(), "127.0.0.1:0".into()]);
+    }
     let redis = match (options.store, redis) {
         (StoreKind::Redis, Some(server)) => Some(server),
         (StoreKind::Redis, None) => Some(Arc::new(RedisServer::start())),
@@ -185,6 +204,7 @@ async fn launch(
         .await
         .expect("application starts");
     let address = format!("http://{}", app.local_addr());
+    let grpc = app.grpc_addr().map(|a| format!("http://{a}"));
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until_stopped(async move {
         let _ = stopped.await;
@@ -196,6 +216,7 @@ async fn launch(
         .expect("HTTP client");
     TestApp {
         address,
+        grpc,
         client,
         db_path,
         clock,

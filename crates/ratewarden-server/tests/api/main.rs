@@ -1,9 +1,11 @@
-//! Black-box HTTP tests of the seed routes and the `/v1` API: each test
+//! Black-box tests of the seed routes, the `/v1` API and Envoy's rate
+//! limit service (gRPC through tonic's client, and `POST /json`): each test
 //! starts its own application on `127.0.0.1:0` with a fresh SQLite file
 //! (or the memory store, or a Redis of its own) and a manual clock, and
 //! talks to it with `reqwest`.
 
 mod concurrency;
+mod envoy;
 mod errors;
 mod helpers;
 mod keys;

@@ -220,7 +220,7 @@ async fn matches_model(
     let keys = case_keys(case);
     // Alternate between the seed route's name and another one: a store
     // may keep them in different tables.
-    let mut session = if case % 2 == 0 {
+    let mut session = if case.is_multiple_of(2) {
         Session::new(store, algorithm, scenario.quota())
     } else {
         Session::of(

@@ -49,6 +49,7 @@ pub struct EndpointBody {
 #[utoipa::path(
     post,
     path = "/rate/check",
+    operation_id = "rateCheck",
     tag = "seed",
     params(("X-User-Id" = crate::http::v1::schema::UserId, Header, description = "The user: ASCII digits for a number from 1 to 2^63 - 1, leading zeros allowed")),
     request_body(content = EndpointBody, description = "The endpoint checked"),

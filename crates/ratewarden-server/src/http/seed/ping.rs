@@ -58,6 +58,7 @@ impl WindowUsage {
 #[utoipa::path(
     get,
     path = "/ping",
+    operation_id = "ping",
     tag = "seed",
     params(("X-Client-Key" = Option<String>, Header, max_length = 4096, description = "The client key (any bytes, 4096 at most; 127.0.0.1 when missing or empty), unless --ping-key says otherwise")),
     responses(

@@ -33,6 +33,7 @@ pub struct Reset {
 #[utoipa::path(
     delete,
     path = "/rate/reset/{user_id}",
+    operation_id = "rateReset",
     tag = "seed",
     params(
         ("user_id" = crate::http::v1::schema::UserId, Path, description = "The user: ASCII digits for a number from 1 to 2^63 - 1 (anything else is 404)"),

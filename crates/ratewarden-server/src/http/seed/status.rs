@@ -13,6 +13,7 @@ use crate::state::AppState;
 #[utoipa::path(
     get,
     path = "/status",
+    operation_id = "pingStatus",
     tag = "seed",
     params(("key" = String, Query, min_length = 1, max_length = 4096, description = "The client key, percent-encoded (4096 bytes at most)")),
     responses(

@@ -14,6 +14,7 @@ use crate::state::AppState;
 #[utoipa::path(
     get,
     path = "/rate/status",
+    operation_id = "rateStatus",
     tag = "seed",
     params(
         ("X-User-Id" = crate::http::v1::schema::UserId, Header, description = "The user: ASCII digits for a number from 1 to 2^63 - 1, leading zeros allowed"),

@@ -92,6 +92,7 @@ struct Parsed {
 #[utoipa::path(
     post,
     path = "/v1/check",
+    operation_id = "check",
     tag = "decisions",
     request_body(content = CheckBody, description = "One check, or {\"checks\": [...]} with 1 to 64 checks decided all or nothing"),
     responses(

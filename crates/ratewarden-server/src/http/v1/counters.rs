@@ -32,6 +32,7 @@ pub struct Deleted {
 #[utoipa::path(
     delete,
     path = "/v1/counters",
+    operation_id = "resetCounters",
     tag = "admin",
     params(
         ("policy" = super::schema::PolicyName, Query, description = "The policy's name"),

@@ -80,6 +80,7 @@ impl PolicyInfo {
 #[utoipa::path(
     get,
     path = "/v1/policies",
+    operation_id = "listPolicies",
     tag = "decisions",
     responses((status = 200, description = "Every policy in force", body = Policies))
 )]

@@ -14,6 +14,7 @@ use crate::state::AppState;
 #[utoipa::path(
     get,
     path = "/v1/status",
+    operation_id = "readStatus",
     tag = "decisions",
     params(
         ("policy" = super::schema::PolicyName, Query, description = "The policy's name"),

@@ -1,0 +1,76 @@
+//! The values of the IETF draft's `RateLimit-Policy` and `RateLimit`
+//! fields (draft-ietf-httpapi-ratelimit-headers-10), for every interface
+//! that sends them (HTTP responses, Envoy's `response_headers_to_add`):
+//! one list item per policy, items comma-separated on one line (proxies
+//! such as nginx 1.22 keep only a field's first line).
+
+use std::fmt::Write;
+
+/// One policy's item.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldItem<'a> {
+    /// The policy's name (a structured-field string: quoted, `\` and `"`
+    /// escaped, characters outside printable ASCII left out).
+    pub name: &'a str,
+    /// `q`: the quota, in units per window.
+    pub quota: u64,
+    /// `w`: the window, in whole seconds (at least 1).
+    pub window_secs: u64,
+    /// `r`: the units that could still pass now.
+    pub remaining: u64,
+    /// `t`: seconds until the quota resets, rounded up.
+    pub reset_secs: u64,
+}
+
+/// `("\"a\";q=10;w=60, …", "\"a\";r=4;t=12, …")`: the `RateLimit-Policy`
+/// and `RateLimit` values of `items`, in order; `None` when there is none.
+pub fn field_values<'a>(
+    items: impl IntoIterator<Item = FieldItem<'a>>,
+) -> Option<(String, String)> {
+    let mut policies = String::with_capacity(48);
+    let mut limits = String::with_capacity(48);
+    for item in items {
+        if !policies.is_empty() {
+            policies.push_str(", ");
+            limits.push_str(", ");
+        }
+        push_sf_string(&mut policies, item.name);
+        push_sf_string(&mut limits, item.name);
+        // Writing to a String cannot fail.
+        let _ = write!(policies, ";q={};w={}", item.quota, item.window_secs.max(1));
+        let _ = write!(limits, ";r={};t={}", item.remaining, item.reset_secs);
+    }
+    (!policies.is_empty()).then_some((policies, limits))
+}
+
+/// Appends `name` as a structured-field string (RFC 8941).
+fn push_sf_string(out: &mut String, name: &str) {
+    out.push('"');
+    for c in name.chars().filter(|c| (' '..='~').contains(c)) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_comma_separated_with_names_escaped() {
+        let item = |name, quota, remaining| FieldItem {
+            name,
+            quota,
+            window_secs: 0,
+            remaining,
+            reset_secs: 7,
+        };
+        let (policy, limit) = field_values([item("a", 10, 4), item("b\"\\é", 3, 0)]).unwrap();
+        assert_eq!(policy, r#""a";q=10;w=1, "b\"\\";q=3;w=1"#);
+        assert_eq!(limit, r#""a";r=4;t=7, "b\"\\";r=0;t=7"#);
+        assert!(field_values([]).is_none());
+    }
+}
