@@ -2,7 +2,7 @@
 """schemathesis (PyPI) against ratewarden's OpenAPI document.
 
 Starts `ratewarden serve` on a free loopback port (memory store, the
-policies below, an admin key), runs every schemathesis check against
+policies and Envoy rules below, an admin key), runs every schemathesis check against
 GET /openapi.json with tests/schemathesis.toml, and stops the server.
 Exit status: schemathesis's (0 when every check passed).
 
@@ -61,6 +61,17 @@ shadow = true
 """
 
 
+# Envoy rules for POST /json (the schema's example uses this domain).
+ENVOY_RULES = """
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 1000}
+  - key: tight
+    rate_limit: {unit: hour, requests_per_unit: 1}
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,6 +100,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "ratewarden.toml"
         config.write_text(CONFIG)
+        rules = Path(tmp) / "ratelimit.yaml"
+        rules.write_text(ENVOY_RULES)
         log = Path(tmp) / "ratewarden.log"
         port = free_port()
         base = f"http://127.0.0.1:{port}"
@@ -96,7 +109,7 @@ def main() -> int:
         with log.open("w") as log_file:
             proc = subprocess.Popen(
                 [args.bin, "serve", "--listen", f"127.0.0.1:{port}", "--store", "memory",
-                 "--config", str(config)],
+                 "--config", str(config), "--envoy-config", str(rules)],
                 env=env, stdout=subprocess.DEVNULL, stderr=log_file)
         try:
             wait_until_up(base, proc, log)

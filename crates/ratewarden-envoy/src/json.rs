@@ -25,7 +25,10 @@ use utoipa::ToSchema;
 /// more, shorter entries too).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(as = EnvoyRateLimitRequest)]
+#[schema(
+    as = EnvoyRateLimitRequest,
+    example = json!({"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "10.0.0.1"}]}]})
+)]
 pub struct JsonRequest {
     /// The rules' domain; must not be empty.
     #[schema(value_type = String, required = true, min_length = 1)]
@@ -92,6 +95,9 @@ pub enum U32 {
     Number(u32),
     /// As a string.
     Text(String),
+    /// As a number with a fraction or exponent that is a whole number
+    /// (`2.0`, `1e3`), as protobuf JSON allows.
+    Float(f64),
 }
 
 /// A 64-bit integer as a number or a string of digits.
@@ -102,6 +108,9 @@ pub enum U64 {
     Number(u64),
     /// As a string.
     Text(String),
+    /// As a number with a fraction or exponent that is a whole number
+    /// (`2.0`, `1e3`), as protobuf JSON allows.
+    Float(f64),
 }
 
 impl U32 {
@@ -109,6 +118,9 @@ impl U32 {
         match self {
             U32::Number(n) => Ok(*n),
             U32::Text(s) => s.parse().map_err(|_| not_a_number(field, s)),
+            U32::Float(f) => whole(*f, u32::MAX as f64)
+                .map(|n| n as u32)
+                .ok_or_else(|| not_a_number(field, &f.to_string())),
         }
     }
 }
@@ -118,8 +130,16 @@ impl U64 {
         match self {
             U64::Number(n) => Ok(*n),
             U64::Text(s) => s.parse().map_err(|_| not_a_number(field, s)),
+            U64::Float(f) => whole(*f, u64::MAX as f64)
+                .map(|n| n as u64)
+                .ok_or_else(|| not_a_number(field, &f.to_string())),
         }
     }
+}
+
+/// `f` when it is a whole number from 0 to `max`.
+fn whole(f: f64, max: f64) -> Option<f64> {
+    (f.fract() == 0.0 && (0.0..=max).contains(&f)).then_some(f)
 }
 
 fn not_a_number(field: &str, s: &str) -> String {
@@ -387,6 +407,8 @@ mod tests {
             ),
             (br#"{"domain":"d","hitsAddend":-1}"#, ""),
             (br#"{"domain":"d","hitsAddend":"x"}"#, "hitsAddend: 'x'"),
+            (br#"{"domain":"d","hitsAddend":2.5}"#, "hitsAddend: '2.5'"),
+            (br#"{"domain":"d","hitsAddend":5e9}"#, "hitsAddend"),
             (
                 br#"{"descriptors":[{"limit":{"unit":"FORTNIGHT"}}]}"#,
                 "'FORTNIGHT' is not a unit name",

@@ -283,7 +283,13 @@ fn plan<'a>(
             Policy::new(name, Algorithm::FixedWindow, quota),
             rules.failure,
         ));
-        let parts = entries.iter().flat_map(|(k, v)| [*k, *v]);
+        // Every entry's key and value; a descriptor without entries has
+        // one counter too (regression: it was refused as a key of no part).
+        let parts: Vec<&str> = if entries.is_empty() {
+            vec![""]
+        } else {
+            entries.iter().flat_map(|(k, v)| [*k, *v]).collect()
+        };
         let key = Key::new(parts).map_err(too_long)?;
         return Ok(Plan::Limited(Limited {
             rule: None,

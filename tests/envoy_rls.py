@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""Envoy's rate limit service, tested with independent clients: Python
+grpcio with the Envoy protos of xds-protos (PyPI), and urllib for POST
+/json.
+
+For each store (memory, SQLite, a redis-server of its own), starts
+`ratewarden serve --grpc-listen ... --envoy-config DIR` on free loopback
+ports, with the reference server's own rule files (tests/envoy/reference:
+its integration-test configs, and its example minus the two keys
+ratewarden refuses), and runs the reference server's integration cases
+(envoyproxy/ratelimit test/integration and integration-test/scripts):
+an unknown domain, limits counting down, two descriptors, wildcards with
+share_threshold, replaces, shadow mode, unlimited, detailed_metric, a
+reload that adds a domain and keeps counters; plus gRPC health (and, on
+Redis, NOT_SERVING while Redis is down), INVALID_ARGUMENT and /json.
+
+    python3 tests/envoy_rls.py --bin target/release/ratewarden \
+        [--stores memory,sqlite,redis]
+
+Run it with the virtual environment's Python (scripts/python-venv).
+Exit status 0 when every case passed on every store.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import grpc
+from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
+from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+from google.protobuf import wrappers_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+HERE = Path(__file__).resolve().parent
+REFERENCE = HERE / "envoy" / "reference"
+
+OK = rls_pb2.RateLimitResponse.OK
+OVER_LIMIT = rls_pb2.RateLimitResponse.OVER_LIMIT
+Unit = rls_pb2.RateLimitResponse.RateLimit
+
+# Ours, beside the reference files: the extension keys.
+EXTENSIONS = """
+domain: extensions
+descriptors:
+  - key: api_key
+    rate_limit: {requests_per_unit: 3, window: 1h, algorithm: sliding_window}
+  - key: burst
+    rate_limit: {requests_per_unit: 60, window: 1h, algorithm: gcra, burst: 2}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def example_without_unimplemented() -> str:
+    """The reference example without quota_mode and metadata blocks."""
+    out, skip = [], None
+    for line in (REFERENCE / "examples" / "example.yaml").read_text().splitlines():
+        indent = len(line) - len(line.lstrip())
+        if skip is not None:
+            if line.strip() and indent > skip:
+                continue
+            skip = None
+        stripped = line.strip()
+        if stripped.startswith("quota_mode:"):
+            continue
+        if stripped.startswith("metadata:"):
+            skip = indent
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def descriptor(*entries, hits=None, limit=None):
+    d = ratelimit_pb2.RateLimitDescriptor(
+        entries=[ratelimit_pb2.RateLimitDescriptor.Entry(key=k, value=v) for k, v in entries])
+    if hits is not None:
+        d.hits_addend.CopyFrom(wrappers_pb2.UInt64Value(value=hits))
+    if limit is not None:
+        d.limit.CopyFrom(ratelimit_pb2.RateLimitDescriptor.RateLimitOverride(
+            requests_per_unit=limit[0], unit=limit[1]))
+    return d
+
+
+def avoid_window_edge(window_secs: int, needed: float = 3.0) -> None:
+    """Waits for the next window when fewer than `needed` seconds are left
+    in this one, so a case never straddles a fixed window's edge."""
+    left = window_secs - time.time() % window_secs
+    if left < needed:
+        time.sleep(left + 0.05)
+
+
+class Server:
+    """`ratewarden serve` on free ports with the rules in `rules`."""
+
+    def __init__(self, binary: str, store: str, rules: Path, tmp: Path):
+        self.http_port, self.grpc_port = free_port(), free_port()
+        self.log_path = tmp / f"ratewarden-{store.split(':')[0]}.log"
+        args = [binary, "serve", "--listen", f"127.0.0.1:{self.http_port}",
+                "--grpc-listen", f"127.0.0.1:{self.grpc_port}", "--envoy-config", str(rules)]
+        if store == "sqlite":
+            args += ["--db", str(tmp / "ratewarden.db")]
+        else:
+            args += ["--store", store]
+        env = dict(os.environ, RATEWARDEN_LOG="info")
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+        self.rls = rls_pb2_grpc.RateLimitServiceStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+        self.wait_for_health(health_pb2.HealthCheckResponse.SERVING)
+
+    def wait_for_health(self, wanted, seconds: float = 20) -> None:
+        deadline = time.time() + seconds
+        last = None
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ratewarden exited with {self.proc.returncode}:\n{self.text()}")
+            try:
+                last = self.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1).status
+                if last == wanted:
+                    return
+            except grpc.RpcError as e:
+                last = e.code()
+            time.sleep(0.05)
+        raise AssertionError(f"health stayed {last}, wanted {wanted}:\n{self.text()}")
+
+    def ask(self, domain, *descriptors, hits=0):
+        return self.rls.ShouldRateLimit(
+            rls_pb2.RateLimitRequest(domain=domain, descriptors=list(descriptors), hits_addend=hits),
+            timeout=5)
+
+    def json(self, body: bytes):
+        request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}/json", data=body,
+                                         method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as r:
+                return r.status, r.headers.get("Content-Type"), json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("Content-Type"), json.loads(e.read())
+
+    def text(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def wait_for_log(self, needle: str, seconds: float = 3) -> None:
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            if needle in self.text():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"no '{needle}' in the log within {seconds} s:\n{self.text()}")
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("ratewarden did not stop within 15 s of SIGTERM")
+        finally:
+            self.log.close()
+        if self.proc.returncode not in (0, -15):
+            raise AssertionError(f"ratewarden exited with {self.proc.returncode}:\n{self.text()}")
+
+
+def expect(status, code, rpu=None, unit=None, remaining=None):
+    assert status.code == code, f"code {status.code}, expected {code}: {status}"
+    if rpu is None:
+        assert not status.HasField("current_limit"), status
+    else:
+        assert status.current_limit.requests_per_unit == rpu, status
+        assert status.current_limit.unit == unit, status
+        assert status.HasField("duration_until_reset"), status
+    if remaining is not None:
+        assert status.limit_remaining == remaining, f"remaining {status.limit_remaining}, expected {remaining}"
+
+
+# --- the reference's test/integration cases --------------------------------
+
+def unknown_domain_is_ok_without_a_limit(s: Server, _):
+    r = s.ask("foo", descriptor(("hello", "world")), hits=1)
+    assert r.overall_code == OK
+    assert len(r.statuses) == 1
+    expect(r.statuses[0], OK, remaining=0)
+    assert not r.response_headers_to_add
+
+
+def a_per_second_limit_counts_the_first_request(s: Server, _):
+    avoid_window_edge(1, 0.3)
+    r = s.ask("basic", descriptor(("key1", "foo")), hits=1)
+    assert r.overall_code == OK
+    expect(r.statuses[0], OK, 50, Unit.SECOND, 49)
+
+
+def a_minute_limit_counts_down_then_refuses(s: Server, _):
+    avoid_window_edge(60, 5)
+    value = str(random.getrandbits(62))
+    for i in range(25):
+        r = s.ask("another", descriptor(("key2", value)), hits=1)
+        if i < 20:
+            assert r.overall_code == OK, i
+            expect(r.statuses[0], OK, 20, Unit.MINUTE, 20 - (i + 1))
+        else:
+            assert r.overall_code == OVER_LIMIT, i
+            expect(r.statuses[0], OVER_LIMIT, 20, Unit.MINUTE, 0)
+        left = 60 - int(time.time()) % 60
+        assert abs(r.statuses[0].duration_until_reset.seconds - left) <= 1, r.statuses[0]
+
+
+def two_keys_of_one_domain_are_all_or_nothing(s: Server, _):
+    avoid_window_edge(60, 5)
+    value = str(random.getrandbits(62))
+    for i in range(15):
+        r = s.ask("another", descriptor(("key2", value)), descriptor(("key3", value)), hits=1)
+        if i < 10:
+            assert r.overall_code == OK, i
+            expect(r.statuses[0], OK, 20, Unit.MINUTE, 20 - (i + 1))
+            expect(r.statuses[1], OK, 10, Unit.HOUR, 10 - (i + 1))
+        else:
+            assert r.overall_code == OVER_LIMIT, i
+            # Not charged when key3 refuses (the reference with
+            # stopCacheKeyIncrementWhenOverlimit: 10 left).
+            expect(r.statuses[0], OK, 20, Unit.MINUTE, 10)
+            expect(r.statuses[1], OVER_LIMIT, 10, Unit.HOUR, 0)
+
+
+def duration_until_reset_counts_down(s: Server, _):
+    first = s.ask("another", descriptor(("key4", "durTest")), hits=1).statuses[0]
+    day = 86400
+    left = day - int(time.time()) % day
+    assert abs(first.duration_until_reset.seconds - left) <= 1, first
+
+
+def share_threshold_shares_one_counter(s: Server, _):
+    avoid_window_edge(3600, 5)
+    domain = "share-threshold-test"
+    for i in range(10):
+        name = "files/a.pdf" if i % 2 else "files/b.csv"
+        r = s.ask(domain, descriptor(("files", name)), hits=1)
+        assert r.overall_code == OK, i
+    r = s.ask(domain, descriptor(("files", "files/c.txt")), hits=1)
+    assert r.overall_code == OVER_LIMIT
+    expect(r.statuses[0], OVER_LIMIT, 10, Unit.HOUR, 0)
+    for i in range(3):
+        r = s.ask(domain, descriptor(("files_no_share", f"files_no_share/{random.getrandbits(40)}")), hits=1)
+        expect(r.statuses[0], OK, 10, Unit.HOUR, 9)
+
+
+# --- the reference's integration-test/scripts, on its example --------------
+
+def replaces_lifts_a_banned_limit(s: Server, _):
+    avoid_window_edge(60, 5)
+    banned = descriptor(("foo", "bkthomps"), ("bar", "banned"))
+    assert s.ask("rl", banned, hits=1).overall_code == OVER_LIMIT
+    mock = descriptor(("source_cluster", "proxy"), ("destination_cluster", "mock"))
+    assert s.ask("rl", banned, mock, hits=1).overall_code == OVER_LIMIT
+    override = descriptor(("source_cluster", "proxy"), ("destination_cluster", "override"))
+    codes = [s.ask("rl", banned, override, hits=1).overall_code for _ in range(3)]
+    assert codes == [OK, OK, OVER_LIMIT], codes
+    # Replacing leaves the original limit alone.
+    mine = descriptor(("foo", "my_foo"), ("bar", "bkthomps"))
+    to_bkthomps = descriptor(("source_cluster", "proxy"), ("destination_cluster", "bkthomps"))
+    codes = [s.ask("rl", mine, to_bkthomps, hits=1).overall_code for _ in range(3)]
+    assert codes == [OK, OK, OVER_LIMIT], codes
+    elsewhere = descriptor(("source_cluster", "proxy"), ("destination_cluster", "not_bkthomps"))
+    codes = [s.ask("rl", mine, elsewhere, hits=1).overall_code for _ in range(2)]
+    assert codes == [OK, OVER_LIMIT], codes
+    # One limit replaces two.
+    fake = descriptor(("source_cluster", "proxy"), ("destination_cluster", "fake"))
+    account = descriptor(("category", "account"))
+    codes = [s.ask("rl", mine, fake, account, hits=1).overall_code for _ in range(5)]
+    assert codes == [OK, OK, OK, OK, OVER_LIMIT], codes
+
+
+def a_wildcard_child_triggers_its_limit(s: Server, _):
+    avoid_window_edge(60, 5)
+    d = descriptor(("foo", "pelle"), ("baz", "not-so-shady"))
+    codes = [s.ask("rl", d, hits=1).overall_code for _ in range(4)]
+    assert codes == [OK, OK, OK, OVER_LIMIT], codes
+
+
+def shadow_mode_never_refuses(s: Server, _):
+    d = descriptor(("foo", "pelle"), ("baz", "shady"))
+    for i in range(5):
+        r = s.ask("rl", d, hits=1)
+        assert r.overall_code == OK, i
+        assert r.statuses[0].code == OK, i
+    assert r.statuses[0].limit_remaining == 0
+
+
+def detailed_metric_limits_per_value(s: Server, _):
+    avoid_window_edge(60, 5)
+    d = descriptor(("unspec", "unspecified_value"))
+    codes = [s.ask("rl", d, hits=1).overall_code for _ in range(3)]
+    assert codes == [OK, OK, OVER_LIMIT], codes
+
+
+def unlimited_reports_the_largest_remaining(s: Server, _):
+    for d in (descriptor(("qux", "anything")), descriptor(("foo", "x"), ("bay", "y"))):
+        r = s.ask("rl", d, hits=1)
+        assert r.overall_code == OK
+        expect(r.statuses[0], OK, remaining=4294967295)
+
+
+# --- ratewarden's own ------------------------------------------------------
+
+def extension_keys_choose_the_algorithm(s: Server, _):
+    key = str(random.getrandbits(40))
+    codes = [s.ask("extensions", descriptor(("api_key", key)), hits=1).overall_code for _ in range(4)]
+    assert codes == [OK, OK, OK, OVER_LIMIT], codes
+    r = s.ask("extensions", descriptor(("burst", key)), hits=1)
+    # A GCRA of 60 per hour (one a minute) with burst 2; a window of one
+    # hour reports the unit HOUR.
+    expect(r.statuses[0], OK, 60, Unit.HOUR, 1)
+    assert r.statuses[0].duration_until_reset.seconds == 60, r.statuses[0]
+
+
+def hits_addend_and_headers(s: Server, _):
+    avoid_window_edge(60, 5)
+    value = str(random.getrandbits(40))
+    r = s.ask("another", descriptor(("key2", value)), hits=5)
+    expect(r.statuses[0], OK, 20, Unit.MINUTE, 15)
+    r = s.ask("another", descriptor(("key2", value), hits=0), hits=5)
+    expect(r.statuses[0], OK, 20, Unit.MINUTE, 15)
+    headers = {h.key: h.value for h in r.response_headers_to_add}
+    assert headers["RateLimit-Policy"] == '"another.key2";q=20;w=60', headers
+    assert headers["RateLimit"].startswith('"another.key2";r=15;t='), headers
+
+
+def a_request_limit_is_a_fixed_window_of_its_domain(s: Server, _):
+    avoid_window_edge(60, 5)
+    d = descriptor(("anything", str(random.getrandbits(40))), limit=(2, Unit.MINUTE))
+    codes = [s.ask("basic", d, hits=1).overall_code for _ in range(3)]
+    assert codes == [OK, OK, OVER_LIMIT], codes
+
+
+def malformed_requests_are_invalid_argument(s: Server, _):
+    for domain, descriptors in (("", [descriptor(("key1", "x"))]), ("basic", []),
+                                ("basic", [descriptor(("key1", "x"), limit=(1, Unit.UNKNOWN))])):
+        try:
+            s.ask(domain, *descriptors, hits=1)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+            assert e.details(), e
+        else:
+            raise AssertionError(f"{domain!r} {descriptors} was answered")
+
+
+def json_is_the_same_service(s: Server, _):
+    body = json.dumps({"domain": "basic", "descriptors": [
+        {"entries": [{"key": "one_per_minute", "value": str(random.getrandbits(40))}]}]}).encode()
+    avoid_window_edge(60, 3)
+    status, ctype, answer = s.json(body)
+    assert status == 200, (status, answer)
+    assert ctype.startswith("application/json"), ctype
+    assert answer["overallCode"] == "OK", answer
+    assert answer["statuses"][0]["currentLimit"] == {"requestsPerUnit": 1, "unit": "MINUTE"}, answer
+    assert answer["statuses"][0]["durationUntilReset"].endswith("s"), answer
+    status, _, answer = s.json(body)
+    assert (status, answer["overallCode"]) == (429, "OVER_LIMIT"), (status, answer)
+    status, ctype, answer = s.json(b'{"domain": ""}')
+    assert status == 400 and ctype == "application/problem+json", (status, ctype)
+    assert answer["status"] == 400 and answer["detail"], answer
+
+
+def a_reload_adds_a_domain_and_keeps_counters(s: Server, rules: Path):
+    avoid_window_edge(3600, 10)
+    counted = str(random.getrandbits(40))
+    before = s.ask("another", descriptor(("key3", counted)), hits=1).statuses[0].limit_remaining
+    # The reference's testConfigReload: a domain that does not exist yet.
+    r = s.ask("reload", descriptor(("block", "foo")), hits=1)
+    expect(r.statuses[0], OK, remaining=0)
+    shutil.copy(REFERENCE / "integration" / "reload.yaml", rules / "reload.yaml")
+    deadline = time.time() + 2
+    while s.ask("reload", descriptor(("block", "foo")), hits=1).overall_code != OVER_LIMIT:
+        assert time.time() < deadline, "the new file was not picked up within 2 s:\n" + s.text()
+        time.sleep(0.05)
+    r = s.ask("reload", descriptor(("key1", "foo")), hits=1)
+    expect(r.statuses[0], OK, 50, Unit.SECOND)
+    after = s.ask("another", descriptor(("key3", counted)), hits=1).statuses[0].limit_remaining
+    assert after == before - 1, (before, after)
+    # A broken file changes nothing; the old rules keep answering.
+    (rules / "broken.yaml").write_text("domain: broken\ndescriptors:\n  - key: k\n    quota_mode: true\n")
+    s.wait_for_log("broken.yaml:4:5")
+    assert s.ask("reload", descriptor(("block", "foo")), hits=1).overall_code == OVER_LIMIT
+    (rules / "broken.yaml").unlink()
+    (rules / "reload.yaml").unlink()
+    deadline = time.time() + 2
+    while s.ask("reload", descriptor(("block", "foo")), hits=1).overall_code != OK:
+        assert time.time() < deadline, "the removal was not picked up within 2 s:\n" + s.text()
+        time.sleep(0.05)
+
+
+CASES = [
+    unknown_domain_is_ok_without_a_limit,
+    a_per_second_limit_counts_the_first_request,
+    a_minute_limit_counts_down_then_refuses,
+    two_keys_of_one_domain_are_all_or_nothing,
+    duration_until_reset_counts_down,
+    share_threshold_shares_one_counter,
+    replaces_lifts_a_banned_limit,
+    a_wildcard_child_triggers_its_limit,
+    shadow_mode_never_refuses,
+    detailed_metric_limits_per_value,
+    unlimited_reports_the_largest_remaining,
+    extension_keys_choose_the_algorithm,
+    hits_addend_and_headers,
+    a_request_limit_is_a_fixed_window_of_its_domain,
+    malformed_requests_are_invalid_argument,
+    json_is_the_same_service,
+    a_reload_adds_a_domain_and_keeps_counters,
+]
+
+
+def redis_down_is_not_serving(s: Server, redis: subprocess.Popen, port: int) -> subprocess.Popen:
+    redis.terminate()
+    redis.wait(timeout=10)
+    s.wait_for_health(health_pb2.HealthCheckResponse.NOT_SERVING, seconds=5)
+    r = s.ask("basic", descriptor(("key1", "down")), hits=1)
+    # --on-store-error open (the default): OK, no quota claimed.
+    assert r.overall_code == OK and not r.statuses[0].HasField("current_limit"), r
+    redis = start_redis(port)
+    s.wait_for_health(health_pb2.HealthCheckResponse.SERVING, seconds=5)
+    return redis
+
+
+def start_redis(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"redis-server did not start on port {port}")
+
+
+def run_store(binary: str, store: str) -> int:
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        rules = tmp / "rules"
+        rules.mkdir()
+        for f in (REFERENCE / "integration" / "config").glob("*.yaml"):
+            shutil.copy(f, rules / f.name)
+        (rules / "example.yaml").write_text(example_without_unimplemented())
+        (rules / "extensions.yaml").write_text(EXTENSIONS)
+        redis, redis_port, target = None, None, store
+        if store == "redis":
+            redis_port = free_port()
+            redis = start_redis(redis_port)
+            target = f"redis://127.0.0.1:{redis_port}/0"
+        server = Server(binary, target, rules, tmp)
+        try:
+            for case in CASES:
+                try:
+                    case(server, rules)
+                    print(f"ok   {store:6} {case.__name__}")
+                except Exception:  # noqa: BLE001 - every failure is reported
+                    failures += 1
+                    print(f"FAIL {store:6} {case.__name__}\n{traceback.format_exc()}")
+            if redis is not None:
+                try:
+                    redis = redis_down_is_not_serving(server, redis, redis_port)
+                    print(f"ok   {store:6} redis_down_is_not_serving")
+                except Exception:  # noqa: BLE001
+                    failures += 1
+                    print(f"FAIL {store:6} redis_down_is_not_serving\n{traceback.format_exc()}")
+        finally:
+            try:
+                server.stop()
+            except AssertionError as e:
+                failures += 1
+                print(f"FAIL {store:6} stop\n{e}")
+            if redis is not None:
+                redis.terminate()
+                redis.wait(timeout=10)
+    return failures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin", required=True, help="the ratewarden binary")
+    parser.add_argument("--stores", default="memory,sqlite,redis")
+    args = parser.parse_args()
+    random.seed()
+    failures = sum(run_store(args.bin, store) for store in args.stores.split(","))
+    print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
