@@ -38,7 +38,7 @@ pub struct JsonRequest {
     descriptors: Option<Vec<JsonDescriptor>>,
     /// Units each descriptor costs (0 or absent: 1).
     #[serde(rename = "hitsAddend", alias = "hits_addend")]
-    #[schema(rename = "hitsAddend", value_type = Option<u32>)]
+    #[schema(rename = "hitsAddend", value_type = Option<u32>, maximum = 4_294_967_295_f64)]
     hits_addend: Option<U32>,
 }
 
@@ -80,7 +80,7 @@ pub struct JsonEntry {
 #[schema(as = EnvoyLimitOverride)]
 pub struct JsonOverride {
     #[serde(rename = "requestsPerUnit", alias = "requests_per_unit")]
-    #[schema(rename = "requestsPerUnit", value_type = Option<u32>)]
+    #[schema(rename = "requestsPerUnit", value_type = Option<u32>, maximum = 4_294_967_295_f64)]
     requests_per_unit: Option<U32>,
     /// `SECOND` … `YEAR` (or its number); required: a limit needs a unit.
     #[schema(value_type = UnitName, required = true)]
