@@ -4,7 +4,8 @@
 #
 #   LIMITADOR_BIN=path/to/limitador-server scripts/bench-grpc.sh [runs=5] [duration=10s] [streams=64] [scenario...]
 #
-# Scenarios (default: all): rw_memory lim_memory rw_redis lim_redis; the
+# Scenarios (default: all): rw_memory lim_memory rw_redis lim_redis
+# lim_redis_cached (limitador's write-behind cache: approximate); the
 # lim_* ones need LIMITADOR_BIN (limitador is not on crates.io: build it
 # from its repository outside this project, BENCHMARKS.md says how).
 # Each run goes round the scenarios once, so the machine's noise falls on
@@ -71,14 +72,15 @@ export ratewarden LIMITADOR_BIN="${LIMITADOR_BIN:-}" tmp
 scenarios=("${@:4}")
 if [ ${#scenarios[@]} -eq 0 ]; then
   scenarios=(rw_memory rw_redis)
-  [ -z "${LIMITADOR_BIN:-}" ] || scenarios=(rw_memory lim_memory rw_redis lim_redis)
+  [ -z "${LIMITADOR_BIN:-}" ] || scenarios=(rw_memory lim_memory rw_redis lim_redis lim_redis_cached)
 fi
 for s in "${scenarios[@]}"; do
   case $s in
     rw_memory) start "$s" bash -c 'rw --store memory' ;;
     rw_redis) start "$s" bash -c "rw --store redis://127.0.0.1:$redis_port/0" ;;
-    lim_memory) start "$s" bash -c 'lim memory' ;;
+    lim_memory) start "$s" bash -c 'lim memory --cache 1000000' ;;
     lim_redis) start "$s" bash -c "lim redis redis://127.0.0.1:$redis_port/1" ;;
+    lim_redis_cached) start "$s" bash -c "lim redis_cached --max-cached 1000000 redis://127.0.0.1:$redis_port/2" ;;
     *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
 done
@@ -99,12 +101,12 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo
-printf '%-12s %14s %10s\n' scenario decisions/s p99_us
+printf '%-18s %14s %10s\n' scenario decisions/s p99_us
 declare -A med_rate med_p99
 for s in "${scenarios[@]}"; do
   med_rate[$s]=$(median <<<"${rates[$s]}")
   med_p99[$s]=$(median <<<"${p99s[$s]}")
-  printf '%-12s %14.0f %10.0f\n' "$s" "${med_rate[$s]}" "${med_p99[$s]}"
+  printf '%-18s %14.0f %10.0f\n' "$s" "${med_rate[$s]}" "${med_p99[$s]}"
 done
 for store in memory redis; do
   if [ -n "${med_rate[rw_$store]:-}" ] && [ -n "${med_rate[lim_$store]:-}" ]; then
