@@ -71,7 +71,15 @@ pub fn check_config(path: &std::path::Path) -> Result<Vec<String>, ConfigErrors>
             ..Overrides::default()
         };
         let settings = Settings::resolve(given, None, None)?;
-        return Ok(settings.envoy.map(|e| e.describe()).unwrap_or_default());
+        let lines = settings.envoy.map(|e| e.describe()).unwrap_or_default();
+        if lines.is_empty() {
+            // Said, not silent: such rules let every call through.
+            return Ok(vec![format!(
+                "{}: no limits (every ShouldRateLimit call would be answered OK)",
+                path.display()
+            )]);
+        }
+        return Ok(lines);
     }
     let file = ConfigFile::load(path)?;
     let settings = Settings::resolve(Overrides::default(), Some(&file), None)?;

@@ -345,8 +345,12 @@ impl Settings {
             o.check_window_secs.unwrap_or(60),
             "check_limit/check_window",
         );
+        // The Envoy limits' names stay clear of the other policies'.
+        let taken = ["ping", "check"]
+            .into_iter()
+            .chain(specs.iter().map(|spec| spec.policy.name.as_ref()));
         let envoy = match &o.envoy_config {
-            Some(path) => match EnvoyConfig::load(path, on_store_error) {
+            Some(path) => match EnvoyConfig::load_beside(path, on_store_error, taken) {
                 Ok(config) => Some(Arc::new(config)),
                 Err(e) => {
                     errors.extend(e.0);
@@ -367,14 +371,7 @@ impl Settings {
         let policies = match PolicySet::new(defs) {
             Ok(set) => Some(set),
             Err(e) => {
-                let message = match &o.envoy_config {
-                    Some(path) => format!(
-                        "{e} (the Envoy rules of {} name their limits by path: domain.key_value…)",
-                        path.display()
-                    ),
-                    None => e.to_string(),
-                };
-                errors.push(ConfigError::general(message));
+                errors.push(ConfigError::general(e.to_string()));
                 None
             }
         };

@@ -235,6 +235,39 @@ fn scalars_read_as_the_reference_reads_them() {
         panic!()
     };
     assert_eq!(*requests_per_unit, 9);
+
+    // Regression: merge keys and YAML 1.1 integers were refused.
+    let config = parse(
+        "domain: d\ndefaults: &defaults {unit: hour}\ndescriptors:\n\
+         - key: merged\n  rate_limit:\n    <<: *defaults\n    requests_per_unit: 1_000\n\
+         - key: hex\n  rate_limit: {<<: [{unit: second}, {unit: day}], requests_per_unit: 0x10}\n\
+         - key: octal\n  rate_limit: {unit: minute, requests_per_unit: 010}\n",
+    );
+    let err = config.unwrap_err();
+    assert!(err.contains("defaults: unknown key"), "{err}");
+    let config = parse(
+        "domain: d\ndescriptors:\n\
+         - &first\n  key: merged\n  rate_limit: {unit: hour, requests_per_unit: 1_000}\n\
+         - <<: *first\n  key: again\n\
+         - key: hex\n  rate_limit: {<<: [{unit: second}, {unit: day}], requests_per_unit: 0x10}\n\
+         - key: octal\n  rate_limit: {unit: minute, requests_per_unit: 010}\n\
+         - key: quoted\n  rate_limit: {unit: minute, requests_per_unit: \"010\"}\n",
+    )
+    .unwrap();
+    let d = config.domain("d").unwrap();
+    let limit_of = |key: &str| match &d.find(&[(key, "x")]).unwrap().rule.limit {
+        Limit::Limited {
+            requests_per_unit,
+            unit,
+            ..
+        } => (*requests_per_unit, *unit),
+        Limit::Unlimited => panic!("{key} is unlimited"),
+    };
+    assert_eq!(limit_of("merged"), (1000, Unit::Hour));
+    assert_eq!(limit_of("again"), (1000, Unit::Hour));
+    assert_eq!(limit_of("hex"), (16, Unit::Second));
+    assert_eq!(limit_of("octal"), (8, Unit::Minute));
+    assert_eq!(limit_of("quoted"), (10, Unit::Minute));
 }
 
 #[test]
@@ -258,7 +291,29 @@ fn metric_names_follow_detailed_metric_and_value_to_metric() {
 
 #[test]
 fn every_mistake_is_named_with_line_and_key() {
-    let cases: [(&str, &str); 16] = [
+    let cases: [(&str, &str); 21] = [
+        // Regressions from a new user's trial: an empty unit dropped the
+        // limit silently; a burst of 0 refused everything.
+        (
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: \"\", requests_per_unit: 1}\n",
+            "rules.yaml:4:24: descriptors[0].rate_limit.unit: the unit is empty",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit:\n      requests_per_unit: 1\n",
+            "descriptors[0].rate_limit.unit: the unit is empty",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: ~, requests_per_unit: 1}\n",
+            "descriptors[0].rate_limit.unit: the unit is empty",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra, burst: 0}\n",
+            "descriptors[0].rate_limit.burst: a burst must be at least 1",
+        ),
+        (
+            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra, burst: 18446744073709551615}\n",
+            "descriptors[0].rate_limit.burst:",
+        ),
         (
             "domain: d\ndescriptors:\n  - key: a\n    unit: minute\n",
             "rules.yaml:4:5: descriptors[0].unit: 'unit' belongs under rate_limit:",
@@ -330,6 +385,48 @@ fn every_mistake_is_named_with_line_and_key() {
     }
 }
 
+/// `levels` descriptors, each nested in the one before, in block style.
+fn nested(levels: usize) -> String {
+    let mut yaml = String::from("domain: deep\ndescriptors:\n");
+    for i in 0..levels {
+        let pad = "    ".repeat(i);
+        yaml.push_str(&format!("{pad}  - key: k{i}\n"));
+        if i + 1 < levels {
+            yaml.push_str(&format!("{pad}    descriptors:\n"));
+        } else {
+            yaml.push_str(&format!(
+                "{pad}    rate_limit: {{unit: second, requests_per_unit: 1}}\n"
+            ));
+        }
+    }
+    yaml
+}
+
+#[test]
+fn deep_nesting_is_refused_with_its_line_and_never_overflows_the_stack() {
+    // Regression: 600 levels overflowed a worker thread's stack on reload
+    // and ended the process. This runs on a test thread's small stack.
+    for levels in [32, 600, 5_000] {
+        let err = parse(&nested(levels)).unwrap_err();
+        assert!(
+            err.contains("rules.yaml:")
+                && err.contains("nested more than 64 mappings and lists deep"),
+            "{levels} levels: {err}"
+        );
+    }
+    let config = parse(&nested(31)).unwrap();
+    assert_eq!(config.policies().count(), 1);
+}
+
+#[test]
+fn an_empty_unit_beside_a_window_or_unlimited_is_no_unit() {
+    let config = parse(
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: \"\", window: 5s, requests_per_unit: 2}\n  - key: b\n    rate_limit: {unit: \"\", unlimited: true}\n",
+    )
+    .unwrap();
+    assert_eq!(config.policies().count(), 1);
+}
+
 #[test]
 fn a_domain_in_two_files_is_refused_and_a_directory_reports_every_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -358,4 +455,72 @@ fn a_domain_in_two_files_is_refused_and_a_directory_reports_every_file() {
     );
     let missing = EnvoyConfig::load(&dir.path().join("none.yaml"), FailureMode::Open).unwrap_err();
     assert!(missing.to_string().contains("none.yaml"), "{missing}");
+}
+
+/// The policy names of `config`'s limits, in file order.
+fn names(config: &EnvoyConfig) -> Vec<String> {
+    config
+        .policies()
+        .map(|d| d.policy.name.to_string())
+        .collect()
+}
+
+#[test]
+fn limits_whose_paths_coincide_get_names_of_their_own() {
+    // Regression: these reference-valid files were refused with "the
+    // policy name 'col.b.c' is used twice" and no location.
+    let dir = tempfile::tempdir().unwrap();
+    let limit = "rate_limit: {unit: minute, requests_per_unit: 1}";
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        format!("domain: col\ndescriptors:\n  - key: b\n    descriptors:\n      - key: c\n        {limit}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("b.yaml"),
+        format!("domain: col.b\ndescriptors:\n  - key: c\n    {limit}\n"),
+    )
+    .unwrap();
+    let config = EnvoyConfig::load(dir.path(), FailureMode::Open).unwrap();
+    let found = names(&config);
+    assert_eq!(found[0], "col.b.c");
+    assert!(
+        found[1].starts_with("col.b.c~") && found[1].len() == "col.b.c~".len() + 8,
+        "{found:?}"
+    );
+    // The same name on every load (counters survive reloads).
+    let again = EnvoyConfig::load(dir.path(), FailureMode::Open).unwrap();
+    assert_eq!(names(&again), found);
+
+    // Within one file.
+    let one = parse(&format!(
+        "domain: x\ndescriptors:\n  - key: p.q\n    descriptors:\n      - key: r\n        {limit}\n  - key: p\n    descriptors:\n      - key: q.r\n        {limit}\n"
+    ))
+    .unwrap();
+    let found = names(&one);
+    assert_eq!(found[0], "x.p.q.r");
+    assert!(found[1].starts_with("x.p.q.r~"), "{found:?}");
+
+    // Beside a policy of the policy file with that name.
+    let file = dir.path().join("a.yaml");
+    let beside = EnvoyConfig::load_beside(&file, FailureMode::Open, ["col.b.c"]).unwrap();
+    assert!(
+        names(&beside)[0].starts_with("col.b.c~"),
+        "{:?}",
+        names(&beside)
+    );
+}
+
+#[test]
+fn check_config_says_when_rules_hold_no_limit() {
+    // Regression: a file with only a domain, or an empty directory,
+    // printed nothing and exited 0.
+    let dir = tempfile::tempdir().unwrap();
+    let lines = ratewarden_config::check_config(dir.path()).unwrap();
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].contains("no limits"), "{lines:?}");
+    let file = dir.path().join("only.yaml");
+    std::fs::write(&file, "domain: only\n").unwrap();
+    let lines = ratewarden_config::check_config(&file).unwrap();
+    assert!(lines[0].contains("no limits"), "{lines:?}");
 }

@@ -137,6 +137,34 @@ impl U64 {
     }
 }
 
+/// serde's message in protobuf JSON's terms, without this module's type
+/// names (regression: messages said "untagged enum U64").
+fn json_error(e: serde_json::Error) -> String {
+    const TERMS: [(&str, &str); 7] = [
+        (
+            "data did not match any variant of untagged enum U32",
+            "expected a whole number (a number or a string of digits)",
+        ),
+        (
+            "data did not match any variant of untagged enum U64",
+            "expected a whole number (a number or a string of digits)",
+        ),
+        (
+            "data did not match any variant of untagged enum EnumValue",
+            "expected a unit name (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR) or its number",
+        ),
+        ("struct JsonRequest", "a RateLimitRequest object"),
+        ("struct JsonDescriptor", "a descriptor object"),
+        ("struct JsonEntry", "an entry object"),
+        ("struct JsonOverride", "a limit object"),
+    ];
+    let mut text = e.to_string();
+    for (from, to) in TERMS {
+        text = text.replace(from, to);
+    }
+    text
+}
+
 /// `f` when it is a whole number from 0 to `max`.
 fn whole(f: f64, max: f64) -> Option<f64> {
     (f.fract() == 0.0 && (0.0..=max).contains(&f)).then_some(f)
@@ -248,7 +276,12 @@ fn is_zero(n: &u32) -> bool {
 /// unknown field, a value of the wrong type or out of range, an unknown
 /// unit name).
 pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
-    let request: JsonRequest = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    // serde would also read a struct from a list of its fields' values
+    // (regression: `["d", [...], 0]` was decided).
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err("the body must be a JSON object (a RateLimitRequest)".into());
+    }
+    let request: JsonRequest = serde_json::from_slice(body).map_err(json_error)?;
     let mut descriptors = Vec::new();
     for (i, d) in request
         .descriptors
@@ -414,10 +447,29 @@ mod tests {
                 "'FORTNIGHT' is not a unit name",
             ),
             (br#"{"domain":"d""#, "EOF"),
-            (br#"[]"#, ""),
+            (br#"[]"#, "must be a JSON object"),
+            (
+                br#"  ["d",[{"entries":[{"key":"k","value":"v"}]}],0]"#,
+                "must be a JSON object",
+            ),
+            (
+                br#"{"domain":"d","hitsAddend":{"value":1}}"#,
+                "expected a whole number",
+            ),
+            (
+                br#"{"domain":"d","descriptors":[{"limit":{"unit":[1]}}]}"#,
+                "expected a unit name",
+            ),
+            (br#"{"domain":"d","descriptors":7}"#, "invalid type"),
         ] {
             let err = parse_request(body).unwrap_err();
             assert!(err.contains(needle), "{err}");
+            assert!(
+                !["U32", "U64", "EnumValue", "Json"]
+                    .iter()
+                    .any(|internal| err.contains(internal)),
+                "{err}"
+            );
         }
     }
 }

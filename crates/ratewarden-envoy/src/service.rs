@@ -18,12 +18,13 @@ use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use ratewarden_config::envoy::{EnvoyConfig, Limit, Rule, Unit};
 use ratewarden_core::algorithm::fixed_window;
 use ratewarden_core::{
-    Algorithm, Decision, Key, Outcome as CoreOutcome, Policy, Quota, Timestamp, ceil_secs,
+    Algorithm, Decision, Key, KeyError, Outcome as CoreOutcome, Policy, Quota, Timestamp, ceil_secs,
 };
 use ratewarden_limiter::fields::{FieldItem, field_values};
 use ratewarden_limiter::{
     Basis, Check, CheckError, CheckResult, FailureMode, Limiter, PolicyDef, PolicyRef,
 };
+use sha2::{Digest, Sha256};
 
 /// `limit_remaining` of an `unlimited` descriptor (the reference's).
 pub const UNLIMITED_REMAINING: u32 = u32::MAX;
@@ -76,8 +77,8 @@ enum Plan<'a> {
     /// No limit applies: an unknown domain, an unmatched descriptor, a
     /// whitelisting value entry, a replaced limit.
     NoLimit,
-    /// `unlimited: true`.
-    Unlimited,
+    /// `unlimited: true` (the rule, for its `replaces` and `name`).
+    Unlimited(&'a Rule),
     /// A limit to decide (or only to read, when `hits` is 0).
     Limited(Limited<'a>),
 }
@@ -182,7 +183,7 @@ impl RateLimitService {
         for p in &plans {
             let (status, counted) = match p {
                 Plan::NoLimit => (no_limit(0), None),
-                Plan::Unlimited => (no_limit(UNLIMITED_REMAINING), None),
+                Plan::Unlimited(_) => (no_limit(UNLIMITED_REMAINING), None),
                 Plan::Limited(l) if l.hits == 0 => (self.peek(l).await?, Some("within_limit")),
                 Plan::Limited(l) => {
                     let now = outcome.as_ref().map_or(Timestamp::EPOCH, |o| o.now);
@@ -278,7 +279,15 @@ fn plan<'a>(
         )
         .map_err(|e| ServiceError::InvalidArgument(format!("descriptors[{index}].limit: {e}")))?;
         let path = descriptor_path(&request.domain, &entries);
-        let name = format!("{}:limit:{}", request.domain, unit.as_str());
+        // One counter per domain, limit and unit (regression: two
+        // descriptors with the same entries and unit but other limits
+        // shared one counter, decided by whichever came first).
+        let name = format!(
+            "{}:limit:{}/{}",
+            request.domain,
+            given.requests_per_unit,
+            unit.as_str()
+        );
         let def = Arc::new(PolicyDef::new(
             Policy::new(name, Algorithm::FixedWindow, quota),
             rules.failure,
@@ -290,7 +299,7 @@ fn plan<'a>(
         } else {
             entries.iter().flat_map(|(k, v)| [*k, *v]).collect()
         };
-        let key = Key::new(parts).map_err(too_long)?;
+        let key = counter_key(&parts).map_err(too_long)?;
         return Ok(Plan::Limited(Limited {
             rule: None,
             def,
@@ -307,13 +316,13 @@ fn plan<'a>(
     };
     let rule = found.rule.as_ref();
     match &rule.limit {
-        Limit::Unlimited => Ok(Plan::Unlimited),
+        Limit::Unlimited => Ok(Plan::Unlimited(rule)),
         Limit::Limited {
             def,
             requests_per_unit,
             unit,
         } => {
-            let key = Key::new(found.key_parts.iter().map(|p| p.as_bytes())).map_err(too_long)?;
+            let key = counter_key(&found.key_parts).map_err(too_long)?;
             let metric = (metric != rule.path).then(|| metric.into_owned());
             Ok(Plan::Limited(Limited {
                 rule: Some(rule),
@@ -329,34 +338,66 @@ fn plan<'a>(
     }
 }
 
+impl<'a> Plan<'a> {
+    /// The configured rule this plan applies, if any.
+    fn rule(&self) -> Option<&'a Rule> {
+        match self {
+            Plan::Limited(Limited { rule, .. }) => *rule,
+            Plan::Unlimited(rule) => Some(rule),
+            Plan::NoLimit => None,
+        }
+    }
+}
+
 /// `replaces`: a limit whose `name` another limit of the same request
-/// replaces is not applied (the reference's rule; unlimited limits
-/// replace too).
+/// replaces is not applied (the reference's rule: the names are gathered
+/// from every matched rule, unlimited ones included, before any is
+/// dropped; regression: an unlimited rule's `replaces` was ignored).
 fn drop_replaced(plans: &mut [Plan<'_>]) {
-    let names: Vec<String> = plans
+    let names: Vec<&str> = plans
         .iter()
-        .filter_map(|p| match p {
-            Plan::Limited(Limited {
-                rule: Some(rule), ..
-            }) => Some(rule.replaces.iter()),
-            _ => None,
-        })
-        .flatten()
-        .cloned()
+        .filter_map(Plan::rule)
+        .flat_map(|rule| rule.replaces.iter().map(String::as_str))
         .collect();
     if names.is_empty() {
         return;
     }
     for p in plans.iter_mut() {
-        if let Plan::Limited(Limited {
-            rule: Some(rule), ..
-        }) = p
-            && !rule.name.is_empty()
-            && names.contains(&rule.name)
+        if p.rule()
+            .is_some_and(|rule| !rule.name.is_empty() && names.contains(&rule.name.as_str()))
         {
             *p = Plan::NoLimit;
         }
     }
+}
+
+/// The first part of a digest key: not UTF-8, so no descriptor (whose
+/// keys and values are UTF-8 strings) can name the same counter.
+const DIGEST_PART: &[u8] = b"\xffsha256";
+
+/// The counter key of a descriptor's `parts`. Parts longer than
+/// [`Key::MAX_BYTES`] (4096 bytes) together are counted under their
+/// SHA-256 digest, so padding a value never escapes a limit (regression:
+/// such descriptors were answered INVALID_ARGUMENT, which Envoy lets
+/// through with `failure_mode_deny: false`). The digest covers each
+/// part's length too, so other parts never give the same digest.
+///
+/// # Errors
+/// None in practice: only an empty `parts` (every caller gives one part
+/// or more).
+fn counter_key<S: AsRef<str>>(parts: &[S]) -> Result<Key, KeyError> {
+    match Key::new(parts.iter().map(|p| p.as_ref().as_bytes())) {
+        Err(KeyError::TooLong { .. }) => {}
+        built => return built,
+    }
+    let mut digest = Sha256::new();
+    for part in parts {
+        let part = part.as_ref().as_bytes();
+        digest.update((part.len() as u64).to_le_bytes());
+        digest.update(part);
+    }
+    let digest: [u8; 32] = digest.finalize().into();
+    Key::new([DIGEST_PART, &digest[..]])
 }
 
 /// `domain.key_value.key…` of a request's entries (an override's name).
@@ -447,8 +488,18 @@ fn count_metric(l: &Limited<'_>, outcome: &'static str) {
         .increment(1);
 }
 
+/// The most items `RateLimit-Policy` and `RateLimit` carry.
+const MAX_HEADER_ITEMS: usize = 16;
+
+/// The longest item name in those headers, in bytes.
+const MAX_HEADER_NAME: usize = 128;
+
 /// `RateLimit-Policy` and `RateLimit`, one item per name (the most
-/// restrictive status when several descriptors share a rule's name).
+/// restrictive status when several descriptors share a rule's name). At
+/// most [`MAX_HEADER_ITEMS`] items, the most restrictive ones, with
+/// names cut to [`MAX_HEADER_NAME`] bytes (regression: a thousand
+/// descriptors with long values made headers of megabytes, which Envoy
+/// refuses).
 fn header_values(items: Vec<FieldItem<'_>>) -> Vec<HeaderValue> {
     let mut unique: Vec<FieldItem<'_>> = Vec::with_capacity(items.len());
     for item in items {
@@ -461,6 +512,19 @@ fn header_values(items: Vec<FieldItem<'_>>) -> Vec<HeaderValue> {
             }
             Some(_) => {}
             None => unique.push(item),
+        }
+    }
+    if unique.len() > MAX_HEADER_ITEMS {
+        unique.sort_by_key(|u| (u.remaining, std::cmp::Reverse(u.reset_secs)));
+        unique.truncate(MAX_HEADER_ITEMS);
+    }
+    for u in &mut unique {
+        if u.name.len() > MAX_HEADER_NAME {
+            let mut end = MAX_HEADER_NAME;
+            while !u.name.is_char_boundary(end) {
+                end -= 1;
+            }
+            u.name = &u.name[..end];
         }
     }
     let Some((policy, limit)) = field_values(unique) else {

@@ -79,6 +79,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_body_bytes = settings.max_body_bytes,
         "starting ratewarden"
     );
+    if settings.grpc_listen.is_some() && envoy_limits == 0 {
+        tracing::warn!(
+            "gRPC is served but no Envoy rate limits are loaded (--envoy-config): \
+             every ShouldRateLimit call is answered OK"
+        );
+    }
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let clock = clock(&settings).await?;

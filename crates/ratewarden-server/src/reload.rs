@@ -43,13 +43,22 @@ pub struct Applied {
 #[derive(Debug, Clone)]
 enum Source {
     File(PathBuf),
-    Directory(PathBuf),
+    /// The directory as given, and the names the watcher may report it
+    /// by: absolute, and with symlinks resolved.
+    Directory(PathBuf, Vec<PathBuf>),
 }
 
 impl Source {
     fn of(path: &Path) -> Source {
         if path.is_dir() {
-            Source::Directory(path.to_path_buf())
+            // The watcher reports absolute paths (regression: a relative
+            // directory such as `rules/` never matched them, so editing
+            // its files reloaded nothing).
+            let names = [std::path::absolute(path), path.canonicalize()]
+                .into_iter()
+                .flatten()
+                .collect();
+            Source::Directory(path.to_path_buf(), names)
         } else {
             Source::File(path.to_path_buf())
         }
@@ -57,14 +66,14 @@ impl Source {
 
     fn path(&self) -> &Path {
         match self {
-            Source::File(p) | Source::Directory(p) => p,
+            Source::File(p) | Source::Directory(p, _) => p,
         }
     }
 
     /// The directory to watch.
     fn directory(&self) -> PathBuf {
         match self {
-            Source::Directory(d) => d.clone(),
+            Source::Directory(d, _) => d.clone(),
             Source::File(f) => f
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
@@ -80,8 +89,9 @@ impl Source {
         let k8s_swap = name.as_ref().is_some_and(|n| n.starts_with(".."));
         match self {
             Source::File(f) => k8s_swap || f.file_name() == path.file_name(),
-            Source::Directory(d) => {
-                let inside = path.parent() == Some(d.as_path()) || path == d;
+            Source::Directory(d, names) => {
+                let is_it = |p: &Path| p == d || names.iter().any(|n| n == p);
+                let inside = path.parent().is_some_and(is_it) || is_it(path);
                 let yaml = name
                     .as_ref()
                     .is_some_and(|n| n.ends_with(".yaml") || n.ends_with(".yml"));
@@ -94,7 +104,7 @@ impl Source {
     fn snapshot(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
         match self {
             Source::File(f) => vec![(f.clone(), std::fs::read(f).ok())],
-            Source::Directory(d) => {
+            Source::Directory(d, _) => {
                 let mut files: Vec<PathBuf> = std::fs::read_dir(d)
                     .into_iter()
                     .flatten()

@@ -283,6 +283,56 @@ on_every_store!(
     sighup_reloads,
 );
 
+/// Regression: with a relative rules directory (`rules/`), the watcher's
+/// absolute paths never matched it, so a new file reloaded nothing.
+#[tokio::test]
+async fn a_relative_rules_directory_reloads_on_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    let domain = |name: &str| {
+        format!(
+            "domain: {name}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: 5}}\n"
+        )
+    };
+    std::fs::write(rules.join("a.yaml"), domain("a")).unwrap();
+    for given in ["rules/", "./rules", "rules"] {
+        let app = Instance::serve_in(
+            dir.path(),
+            &["--store", "memory", "--envoy-config", given],
+            &[],
+        )
+        .await;
+        let b = rules.join("b.yaml");
+        let _ = std::fs::remove_file(&b);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::fs::write(&b, domain("b")).unwrap();
+        let client = reqwest::Client::new();
+        let limited = || async {
+            let body = json!({"domain": "b", "descriptors": [{"entries": [{"key": "k", "value": "v"}], "hitsAddend": 0}]});
+            let r: Value = client
+                .post(format!("{}/json", app.base))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            r["statuses"][0].get("currentLimit").is_some()
+        };
+        let deadline = std::time::Instant::now() + PICKUP;
+        while !limited().await {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{given}: the new file was not picked up within {PICKUP:?}; log:\n{}",
+                app.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 /// Regression: without `--config`, SIGHUP's default action ended the
 /// process; now it is answered with a log line.
 #[tokio::test]

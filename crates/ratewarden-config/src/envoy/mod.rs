@@ -31,20 +31,21 @@
 mod tree;
 mod yaml;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ratewarden_core::{Algorithm, Policy, Quota};
 use ratewarden_limiter::{FailureMode, PolicyDef};
+use sha2::{Digest, Sha256};
 
 use tree::Node;
 pub use tree::{Domain, Found, Limit, Rule, Unit};
 use yaml::{RawDescriptor, RawFile, RawRateLimit};
 
 use crate::error::{ConfigError, ConfigErrors, Location};
-use crate::values::{parse_algorithm, parse_duration};
+use crate::values::{check_burst, parse_algorithm, parse_duration};
 
 /// The rules of every domain, read from one file or a directory.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +55,9 @@ pub struct EnvoyConfig {
     pub files: Vec<PathBuf>,
     /// Every limited rule's policy, in file order.
     policies: Vec<Arc<PolicyDef>>,
+    /// The policy names given so far (and those reserved by other
+    /// sources), so that every limit's name is unique.
+    names: HashSet<String>,
 }
 
 impl EnvoyConfig {
@@ -66,8 +70,29 @@ impl EnvoyConfig {
     /// Every error of every file, each with its `FILE:LINE:COLUMN`; a file
     /// that cannot be read; a domain defined twice.
     pub fn load(path: &Path, failure: FailureMode) -> Result<EnvoyConfig, ConfigErrors> {
+        EnvoyConfig::load_beside(path, failure, [])
+    }
+
+    /// [`EnvoyConfig::load`] beside other policies, whose names `taken`
+    /// are: a limit whose path is one of them (or another limit's) gets a
+    /// policy name of its own, `PATH~XXXXXXXX` (8 hex digits of the
+    /// SHA-256 of its domain and descriptors), so that limits never share
+    /// counters. The reference server accepts such files (its paths are
+    /// only statistics names: `col` → `b.c` and `col.b` → `c` are both
+    /// `col.b.c`).
+    ///
+    /// # Errors
+    /// As [`EnvoyConfig::load`].
+    pub fn load_beside<'t>(
+        path: &Path,
+        failure: FailureMode,
+        taken: impl IntoIterator<Item = &'t str>,
+    ) -> Result<EnvoyConfig, ConfigErrors> {
         let files = files_of(path)?;
-        let mut config = EnvoyConfig::default();
+        let mut config = EnvoyConfig {
+            names: taken.into_iter().map(str::to_owned).collect(),
+            ..EnvoyConfig::default()
+        };
         let mut errors = Vec::new();
         let mut defined: HashMap<String, Location> = HashMap::new();
         for file in files {
@@ -124,8 +149,10 @@ impl EnvoyConfig {
             failure,
             errors: Vec::new(),
             policies: Vec::new(),
+            names: std::mem::take(&mut self.names),
         };
         let domain = builder.domain(raw);
+        self.names = builder.names;
         let mut errors = builder.errors;
         if let Some(domain) = &domain
             && let Some(first) = defined.get(&domain.name)
@@ -232,6 +259,7 @@ struct Builder {
     failure: FailureMode,
     errors: Vec<ConfigError>,
     policies: Vec<Arc<PolicyDef>>,
+    names: HashSet<String>,
 }
 
 impl Builder {
@@ -250,17 +278,21 @@ impl Builder {
         }
         let mut root = Node::default();
         let prefix = format!("{}.", raw.domain);
-        self.descriptors(&mut root, &prefix, &raw.descriptors, false);
+        let identity = format!("{}:{}", raw.domain.len(), raw.domain);
+        self.descriptors(&mut root, &prefix, &identity, &raw.descriptors, false);
         Some(Domain {
             name: raw.domain,
             root,
         })
     }
 
+    /// `identity`: the domain and the composites above, each after its
+    /// length, which no other place in the rules has.
     fn descriptors(
         &mut self,
         node: &mut Node,
         prefix: &str,
+        identity: &str,
         list: &[RawDescriptor],
         vtm_above: bool,
     ) {
@@ -279,6 +311,7 @@ impl Builder {
                 format!("{}_{}", d.key, d.value)
             };
             let path = format!("{prefix}{composite}");
+            let identity = format!("{identity}{}:{composite}", composite.len());
             if node.children.contains_key(&composite) {
                 self.error(
                     &d.at,
@@ -300,14 +333,20 @@ impl Builder {
             let rule = d
                 .rate_limit
                 .as_ref()
-                .and_then(|r| self.rule(r, d, &path, vtm));
+                .and_then(|r| self.rule(r, d, &path, &identity, vtm));
             let mut child = Node {
                 rule: rule.map(Arc::new),
                 value_to_metric: d.value_to_metric,
                 share_threshold: d.share_threshold,
                 ..Node::default()
             };
-            self.descriptors(&mut child, &format!("{path}."), &d.descriptors, vtm);
+            self.descriptors(
+                &mut child,
+                &format!("{path}."),
+                &identity,
+                &d.descriptors,
+                vtm,
+            );
             if composite.contains('*') {
                 let parts = composite.split('*').map(str::to_owned).collect();
                 node.wildcards.push((composite.clone(), parts));
@@ -316,7 +355,29 @@ impl Builder {
         }
     }
 
-    fn rule(&mut self, r: &RawRateLimit, d: &RawDescriptor, path: &str, vtm: bool) -> Option<Rule> {
+    /// A policy name for the limit at `path`: the path, or when that is
+    /// taken, the path and a digest of `identity`.
+    fn unique_name(&mut self, path: &str, identity: &str) -> String {
+        let mut name = path.to_owned();
+        if self.names.contains(&name) {
+            let digest = Sha256::digest(identity.as_bytes());
+            name = format!(
+                "{path}~{:02x}{:02x}{:02x}{:02x}",
+                digest[0], digest[1], digest[2], digest[3]
+            );
+        }
+        self.names.insert(name.clone());
+        name
+    }
+
+    fn rule(
+        &mut self,
+        r: &RawRateLimit,
+        d: &RawDescriptor,
+        path: &str,
+        identity: &str,
+        vtm: bool,
+    ) -> Option<Rule> {
         let at = r.at.clone().unwrap_or_else(|| d.at.clone());
         let key = format!("{}.rate_limit", d.path);
         let errors_before = self.errors.len();
@@ -366,7 +427,11 @@ impl Builder {
                 value_to_metric_on_path: vtm,
             });
         }
-        let window = match (&r.window, unit, &r.unit) {
+        // An empty unit (`unit:`, `unit: ""`, `unit: ~`) is no unit: the
+        // reference refuses it unless the limit is unlimited (regression:
+        // it silently dropped the limit).
+        let unit_given = r.unit.as_ref().filter(|(text, _)| !text.is_empty());
+        let window = match (&r.window, unit, unit_given) {
             (Some((_, w_at)), _, Some(_)) => {
                 self.error(
                     w_at,
@@ -384,6 +449,15 @@ impl Builder {
             },
             (None, Some(u), _) => u.seconds().map(Duration::from_secs),
             (None, None, Some(_)) => None, // reported above
+            (None, None, None) if r.unit.is_some() => {
+                let unit_at = r.unit.as_ref().map_or(&at, |(_, a)| a);
+                self.error(
+                    unit_at,
+                    &format!("{key}.unit"),
+                    "the unit is empty; expected second, minute, hour, day, week, month or year",
+                );
+                None
+            }
             (None, None, None) => {
                 self.error(
                     &at,
@@ -422,14 +496,22 @@ impl Builder {
                 return None;
             }
         };
-        let quota = match r.burst {
-            Some((b, _)) => quota.with_burst(b),
+        // The policy file's rule for a burst (regression: 0 and values
+        // past the largest limit were taken as given).
+        let quota = match &r.burst {
+            Some((b, b_at)) => match check_burst(*b) {
+                Ok(b) => quota.with_burst(b),
+                Err(e) => {
+                    self.error(b_at, &format!("{key}.burst"), e);
+                    return None;
+                }
+            },
             None => quota,
         };
         if self.errors.len() != errors_before {
             return None;
         }
-        let mut policy = Policy::new(path, algorithm, quota);
+        let mut policy = Policy::new(self.unique_name(path, identity), algorithm, quota);
         if d.shadow_mode {
             policy = policy.in_shadow();
         }

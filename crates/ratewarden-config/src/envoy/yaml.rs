@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use saphyr::{MarkedYaml, ScalarStyle, YamlData, YamlLoader};
-use saphyr_parser::Parser;
+use saphyr_parser::{Event, Parser};
 
 use crate::error::{ConfigError, Location};
 
@@ -72,12 +72,55 @@ const NOT_IMPLEMENTED: [(&str, &str); 2] = [
     ),
 ];
 
+/// The deepest nesting of mappings and lists a rules file may have: 64
+/// allows 31 levels of descriptors (the reference's own examples use 3).
+/// Deeper files are refused before they are loaded, since loading and
+/// reading them would recurse once per level (regression: 600 levels
+/// overflowed a worker thread's stack on reload and ended the process).
+pub(super) const MAX_NESTING: usize = 64;
+
+/// Where `text` first nests deeper than [`MAX_NESTING`], as (line,
+/// column); `None` when it never does or is not valid YAML (the load
+/// reports that). Reads the event stream, which needs no recursion.
+fn too_deep(text: &str) -> Option<(usize, usize)> {
+    let mut depth = 0usize;
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.ok()?;
+        match event {
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some((span.start.line(), span.start.col() + 1));
+                }
+            }
+            Event::MappingEnd | Event::SequenceEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Reads `text` (the contents of `file`); every error found, in file order.
 pub(super) fn read(file: &Path, text: &str) -> Result<RawFile, Vec<ConfigError>> {
     let mut reader = Reader {
         file,
         errors: Vec::new(),
     };
+    if let Some((line, column)) = too_deep(text) {
+        return Err(vec![ConfigError {
+            location: Some(Location {
+                file: file.to_path_buf(),
+                line,
+                column,
+            }),
+            key: None,
+            message: format!(
+                "nested more than {MAX_NESTING} mappings and lists deep; \
+                 descriptors may nest at most {} levels",
+                MAX_NESTING / 2 - 1
+            ),
+        }]);
+    }
     let docs = {
         let mut loader: YamlLoader<'_, MarkedYaml<'_>> = YamlLoader::default();
         loader.early_parse(false);
@@ -227,8 +270,13 @@ impl Reader<'_> {
 
     fn number(&mut self, node: &MarkedYaml<'_>, key: &str, max: u64) -> Option<u64> {
         let t = self.scalar(node, key, "a whole number")?;
-        match t.text.parse::<u64>() {
-            Ok(n) if n <= max => Some(n),
+        let n = if t.style == ScalarStyle::Plain {
+            yaml11_uint(t.text)
+        } else {
+            t.text.parse::<u64>().ok()
+        };
+        match n {
+            Some(n) if n <= max => Some(n),
             _ => {
                 self.error(
                     &node.span.start,
@@ -250,12 +298,33 @@ impl Reader<'_> {
         match &node.data {
             YamlData::Mapping(map) => {
                 let mut entries = Vec::with_capacity(map.len());
+                let mut merged = Vec::new();
                 for (k, v) in map {
                     match &k.data {
+                        // A merge key (`<<: *defaults`, or a list of
+                        // them), as the reference's YAML 1.1 parser
+                        // reads it: the mappings' entries, where this
+                        // one has none of its own, earlier ones first.
+                        YamlData::Representation(text, ScalarStyle::Plain, _) if text == "<<" => {
+                            let sources: Vec<&'n MarkedYaml<'n>> = match &v.data {
+                                YamlData::Sequence(items) => items.iter().collect(),
+                                _ => vec![v],
+                            };
+                            for source in sources {
+                                if let Some(more) = self.mapping(source, key) {
+                                    merged.extend(more);
+                                }
+                            }
+                        }
                         YamlData::Representation(text, _, _) => {
                             entries.push((text.to_string(), k, v));
                         }
                         _ => self.error(&k.span.start, Some(key), "a key must be a plain string"),
+                    }
+                }
+                for entry in merged {
+                    if !entries.iter().any(|(name, _, _)| *name == entry.0) {
+                        entries.push(entry);
                     }
                 }
                 Some(entries)
@@ -444,6 +513,29 @@ impl Reader<'_> {
         }
         names
     }
+}
+
+/// A plain scalar as YAML 1.1 reads an unsigned integer (the reference's
+/// Go parser): `_` separators, `0x` hexadecimal, `0o` or a leading `0`
+/// octal, `0b` binary, else decimal; an optional `+`.
+fn yaml11_uint(text: &str) -> Option<u64> {
+    let digits: String = text.chars().filter(|c| *c != '_').collect();
+    let digits = digits.strip_prefix('+').unwrap_or(&digits);
+    let (radix, rest) = if let Some(rest) = digits.strip_prefix("0x") {
+        (16, rest)
+    } else if let Some(rest) = digits.strip_prefix("0o") {
+        (8, rest)
+    } else if let Some(rest) = digits.strip_prefix("0b") {
+        (2, rest)
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        (8, &digits[1..])
+    } else {
+        (10, digits)
+    };
+    if rest.is_empty() || rest.starts_with(['+', '-']) {
+        return None;
+    }
+    u64::from_str_radix(rest, radix).ok()
 }
 
 fn join(path: &str, name: &str) -> String {

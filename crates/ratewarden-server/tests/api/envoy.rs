@@ -47,6 +47,8 @@ descriptors:
         value: shady
         shadow_mode: true
         rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: vip
+    rate_limit: {unlimited: true, replaces: [{name: banned_limit}]}
   - key: source_cluster
     value: proxy
     descriptors:
@@ -317,6 +319,18 @@ async fn replaces_lifts_the_named_limit(store: StoreKind) {
             "the replaced limit does not apply"
         );
     }
+    // Regression: an unlimited rule replaces too (the reference gathers
+    // every matched rule's `replaces` before dropping unlimited ones).
+    for _ in 0..3 {
+        let r = ask(
+            &mut c,
+            request("another", vec![banned(), descriptor(&[("vip", "x")])], 1),
+        )
+        .await;
+        assert_eq!(r.overall_code, Code::Ok as i32);
+        assert_eq!(r.statuses[0], unlimited_status(0));
+        assert_eq!(r.statuses[1], unlimited_status(u32::MAX));
+    }
 }
 
 /// The reference's shadow-mode script: a shadow descriptor over its limit
@@ -424,6 +438,29 @@ async fn request_limits_and_bad_requests(store: StoreKind) {
     )
     .await;
     assert_eq!(r.statuses, [unlimited_status(0)], "the domain must exist");
+    // Regression: two limits on the same entries and unit have counters of
+    // their own, whatever their order.
+    let limited = |n: u32| RateLimitDescriptor {
+        limit: Some(RateLimitOverride {
+            requests_per_unit: n,
+            unit: Unit::Minute as i32,
+        }),
+        ..descriptor(&[("q", "k")])
+    };
+    for (order, first) in [(vec![100, 1], 0), (vec![1, 100], 1)] {
+        let key = format!("order-{first}");
+        let with_key = |n: u32| RateLimitDescriptor {
+            entries: descriptor(&[("q", &key)]).entries,
+            ..limited(n)
+        };
+        let asked = || request("another", order.iter().map(|&n| with_key(n)).collect(), 1);
+        let r = ask(&mut c, asked()).await;
+        assert_eq!(r.overall_code, Code::Ok as i32, "{order:?}: {r:?}");
+        assert_eq!(r.statuses[first].limit_remaining, 99);
+        assert_eq!(r.statuses[1 - first].limit_remaining, 0);
+        let r = ask(&mut c, asked()).await;
+        assert_eq!(r.overall_code, Code::OverLimit as i32, "{order:?}: {r:?}");
+    }
     let invalid = [
         request("another", vec![with_limit(Unit::Unknown as i32)], 1),
         request("another", vec![with_limit(42)], 1),
@@ -437,11 +474,6 @@ async fn request_limits_and_bad_requests(store: StoreKind) {
             }],
             1,
         ),
-        request(
-            "another",
-            vec![descriptor(&[("key2", &"x".repeat(5000))])],
-            1,
-        ),
     ];
     for r in invalid {
         let status = c.should_rate_limit(r.clone()).await.expect_err("refused");
@@ -452,6 +484,29 @@ async fn request_limits_and_bad_requests(store: StoreKind) {
         );
         assert!(!status.message().is_empty());
     }
+}
+
+/// Regression: a descriptor whose parts are longer than a key may be (4096
+/// bytes) was refused with INVALID_ARGUMENT, which Envoy lets through
+/// with `failure_mode_deny: false`; it is limited under a digest of its
+/// parts, a counter per value.
+async fn long_values_are_limited_too(store: StoreKind) {
+    let (_app, mut c) = app(store).await;
+    let long = |fill: &str| descriptor(&[("key2", &fill.repeat(5000))]);
+    for i in 0..20 {
+        let r = ask(&mut c, request("another", vec![long("x")], 1)).await;
+        assert_eq!(r.overall_code, Code::Ok as i32, "call {i}");
+        assert_eq!(r.statuses[0].limit_remaining, 19 - i);
+    }
+    let r = ask(&mut c, request("another", vec![long("x")], 1)).await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32);
+    let r = ask(&mut c, request("another", vec![long("y")], 1)).await;
+    assert_eq!(
+        r.overall_code,
+        Code::Ok as i32,
+        "another value, another counter"
+    );
+    assert_eq!(r.statuses[0].limit_remaining, 19);
 }
 
 /// `RateLimit-Policy` and `RateLimit` in `response_headers_to_add`, one
@@ -489,6 +544,36 @@ async fn responses_carry_the_rate_limit_headers(store: StoreKind) {
             ),
         ]
     );
+}
+
+/// Regression: 1000 descriptors with long values made `RateLimit` headers
+/// of megabytes; now at most 16 items (the most restrictive) with names
+/// of at most 128 bytes.
+async fn rate_limit_headers_stay_small(store: StoreKind) {
+    let (_app, mut c) = app(store).await;
+    let many: Vec<RateLimitDescriptor> = (0..1000)
+        .map(|i| RateLimitDescriptor {
+            limit: Some(RateLimitOverride {
+                requests_per_unit: 1000 + i,
+                unit: Unit::Hour as i32,
+            }),
+            ..descriptor(&[("big", &format!("{i}-{}", "v".repeat(4000)))])
+        })
+        .collect();
+    let r = ask(&mut c, request("another", many, 1)).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(r.response_headers_to_add.len(), 2);
+    for h in &r.response_headers_to_add {
+        assert!(
+            h.value.len() < 16 * 200,
+            "{}: {} bytes",
+            h.key,
+            h.value.len()
+        );
+        assert_eq!(h.value.matches(", ").count(), 15, "{}", h.key);
+    }
+    // The most restrictive items are kept: the smallest limits.
+    assert!(r.response_headers_to_add[0].value.contains(";q=1000;"));
 }
 
 /// Many Envoys at once: 64 callers × 20 requests, each with its own
@@ -621,6 +706,8 @@ on_every_store!(
     unknown_unmatched_whitelisted_and_unlimited_are_ok,
     hits_addend_follows_the_reference_rules,
     replaces_lifts_the_named_limit,
+    long_values_are_limited_too,
+    rate_limit_headers_stay_small,
     shadow_mode_never_denies,
     duration_until_reset_is_the_algorithms_own,
     request_limits_and_bad_requests,

@@ -28,9 +28,15 @@ impl Instance {
     /// `ratewarden serve --listen 127.0.0.1:PORT ARGS` with `env` set,
     /// once it answers HTTP.
     pub async fn serve(args: &[&str], env: &[(&str, &str)]) -> Instance {
+        Instance::serve_in(Path::new("."), args, env).await
+    }
+
+    /// [`Instance::serve`] with `dir` as the working directory.
+    pub async fn serve_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Instance {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().expect("a log file");
         let child = Command::new(env!("CARGO_BIN_EXE_ratewarden"))
+            .current_dir(dir)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(args)
             .env("RATEWARDEN_LOG", "info")
