@@ -524,3 +524,28 @@ fn check_config_says_when_rules_hold_no_limit() {
     let lines = ratewarden_config::check_config(&file).unwrap();
     assert!(lines[0].contains("no limits"), "{lines:?}");
 }
+
+#[test]
+fn unreadable_files_are_named_with_their_position() {
+    // Regressions: invalid UTF-8 was reported without a position, and a
+    // dangling link in a directory was skipped silently.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        b"domain: a\ndescriptors:\n  - key: \xff\n",
+    )
+    .unwrap();
+    let err = EnvoyConfig::load(&dir.path().join("a.yaml"), FailureMode::Open)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("a.yaml:3:10: not UTF-8 text"), "{err}");
+    std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("gone.yaml"), dir.path().join("b.yaml")).unwrap();
+    let err = EnvoyConfig::load(dir.path(), FailureMode::Open)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("b.yaml") && err.contains("cannot read"),
+        "{err}"
+    );
+}

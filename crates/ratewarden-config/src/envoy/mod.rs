@@ -96,13 +96,10 @@ impl EnvoyConfig {
         let mut errors = Vec::new();
         let mut defined: HashMap<String, Location> = HashMap::new();
         for file in files {
-            let text = match std::fs::read_to_string(&file) {
+            let text = match read_text(&file) {
                 Ok(text) => text,
                 Err(e) => {
-                    errors.push(ConfigError::general(format!(
-                        "cannot read the Envoy rate limit configuration {}: {e}",
-                        file.display()
-                    )));
+                    errors.push(e);
                     continue;
                 }
             };
@@ -228,6 +225,32 @@ fn collect_rules(node: &Node, f: &mut impl FnMut(&Rule)) {
 }
 
 /// The files `path` names: itself, or a directory's YAML files by name.
+/// The text of `file`; a file that is not UTF-8 is refused at the line
+/// and column of its first bad byte (regression: with no position).
+fn read_text(file: &Path) -> Result<String, ConfigError> {
+    let bytes = std::fs::read(file).map_err(|e| {
+        ConfigError::general(format!(
+            "cannot read the Envoy rate limit configuration {}: {e}",
+            file.display()
+        ))
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let line_start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let column = String::from_utf8_lossy(&good[line_start..]).chars().count() + 1;
+        ConfigError {
+            location: Some(Location {
+                file: file.to_path_buf(),
+                line,
+                column,
+            }),
+            key: None,
+            message: "not UTF-8 text (YAML files are UTF-8)".into(),
+        }
+    })
+}
+
 fn files_of(path: &Path) -> Result<Vec<PathBuf>, ConfigErrors> {
     let cannot = |e: std::io::Error| {
         ConfigErrors::from(ConfigError::general(format!(
@@ -246,7 +269,9 @@ fn files_of(path: &Path) -> Result<Vec<PathBuf>, ConfigErrors> {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-        if yaml && !name.starts_with('.') && entry.path().is_file() {
+        // A dangling link or a link loop is listed too, so that reading
+        // it reports it (regression: such files were skipped silently).
+        if yaml && !name.starts_with('.') && !entry.path().is_dir() {
             files.push(entry.path());
         }
     }
