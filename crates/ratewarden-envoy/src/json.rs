@@ -39,7 +39,7 @@ pub struct JsonRequest {
     /// Units each descriptor costs (0 or absent: 1).
     #[serde(rename = "hitsAddend", alias = "hits_addend")]
     #[schema(rename = "hitsAddend", value_type = Option<u32>, maximum = 4_294_967_295_f64)]
-    hits_addend: Option<U32>,
+    hits_addend: Option<U64>,
 }
 
 /// `RateLimitDescriptor`: entries, and optionally its own limit and cost.
@@ -81,26 +81,14 @@ pub struct JsonEntry {
 pub struct JsonOverride {
     #[serde(rename = "requestsPerUnit", alias = "requests_per_unit")]
     #[schema(rename = "requestsPerUnit", value_type = Option<u32>, maximum = 4_294_967_295_f64)]
-    requests_per_unit: Option<U32>,
+    requests_per_unit: Option<U64>,
     /// `SECOND` … `YEAR` (or its number); required: a limit needs a unit.
     #[schema(value_type = UnitName, required = true)]
     unit: Option<EnumValue>,
 }
 
-/// A 32-bit integer as a number or a string of digits.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(untagged)]
-pub enum U32 {
-    /// As a number.
-    Number(u32),
-    /// As a string.
-    Text(String),
-    /// As a number with a fraction or exponent that is a whole number
-    /// (`2.0`, `1e3`), as protobuf JSON allows.
-    Float(f64),
-}
-
-/// A 64-bit integer as a number or a string of digits.
+/// An unsigned integer as a number or a string of digits; 32-bit fields
+/// read it with [`U64::get_u32`].
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum U64 {
@@ -113,18 +101,6 @@ pub enum U64 {
     Float(f64),
 }
 
-impl U32 {
-    fn get(&self, field: &str) -> Result<u32, String> {
-        match self {
-            U32::Number(n) => Ok(*n),
-            U32::Text(s) => s.parse().map_err(|_| not_a_number(field, s)),
-            U32::Float(f) => whole(*f, u32::MAX as f64)
-                .map(|n| n as u32)
-                .ok_or_else(|| not_a_number(field, &f.to_string())),
-        }
-    }
-}
-
 impl U64 {
     fn get(&self, field: &str) -> Result<u64, String> {
         match self {
@@ -135,16 +111,17 @@ impl U64 {
                 .ok_or_else(|| not_a_number(field, &f.to_string())),
         }
     }
+
+    fn get_u32(&self, field: &str) -> Result<u32, String> {
+        let n = self.get(field)?;
+        u32::try_from(n).map_err(|_| not_a_number(field, &n.to_string()))
+    }
 }
 
 /// serde's message in protobuf JSON's terms, without this module's type
 /// names (regression: messages said "untagged enum U64").
 fn json_error(e: serde_json::Error) -> String {
-    const TERMS: [(&str, &str); 7] = [
-        (
-            "data did not match any variant of untagged enum U32",
-            "expected a whole number (a number or a string of digits)",
-        ),
+    const TERMS: [(&str, &str); 6] = [
         (
             "data did not match any variant of untagged enum U64",
             "expected a whole number (a number or a string of digits)",
@@ -308,7 +285,7 @@ pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
                 };
                 let requests_per_unit = o
                     .requests_per_unit
-                    .map(|n| n.get(&format!("descriptors[{i}].limit.requestsPerUnit")))
+                    .map(|n| n.get_u32(&format!("descriptors[{i}].limit.requestsPerUnit")))
                     .transpose()?
                     .unwrap_or(0);
                 Some(RateLimitOverride {
@@ -342,7 +319,7 @@ pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
         descriptors,
         hits_addend: request
             .hits_addend
-            .map(|h| h.get("hitsAddend"))
+            .map(|h| h.get_u32("hitsAddend"))
             .transpose()?
             .unwrap_or(0),
     })

@@ -60,16 +60,21 @@ descriptors:
           requests_per_unit: 2
 "#;
 
-async fn app(store: StoreKind) -> (TestApp, RateLimitServiceClient<Channel>) {
-    let app = spawn(
+/// A test app on `store` with the Envoy `rules`.
+async fn with_rules(store: StoreKind, rules: &str) -> TestApp {
+    spawn(
         AppOptions {
-            envoy: Some(RULES.to_owned()),
+            envoy: Some(rules.to_owned()),
             store,
             ..AppOptions::default()
         },
         |_| {},
     )
-    .await;
+    .await
+}
+
+async fn app(store: StoreKind) -> (TestApp, RateLimitServiceClient<Channel>) {
+    let app = with_rules(store, RULES).await;
     // 10 s into a minute (and into an hour): windows end 50 s later.
     app.clock.set(at(10, 0));
     let address = app.grpc.clone().expect("a gRPC server");
@@ -584,15 +589,7 @@ async fn rate_limit_headers_stay_small(store: StoreKind) {
 /// nothing: the callers' own counters add up to the 100 that passed.
 async fn parallel_callers_get_exactly_the_limits(store: StoreKind) {
     const RULES: &str = "domain: load\ndescriptors:\n  - key: all\n    rate_limit: {unit: hour, requests_per_unit: 100}\n  - key: caller\n    rate_limit: {unit: hour, requests_per_unit: 5}\n";
-    let app = spawn(
-        AppOptions {
-            envoy: Some(RULES.to_owned()),
-            store,
-            ..AppOptions::default()
-        },
-        |_| {},
-    )
-    .await;
+    let app = with_rules(store, RULES).await;
     let address = app.grpc.clone().expect("gRPC");
     let mut tasks = Vec::new();
     for caller in 0..64 {
