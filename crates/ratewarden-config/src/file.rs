@@ -51,7 +51,7 @@ pub struct PolicySpec {
 }
 
 /// The top-level keys, in documentation order.
-const SETTINGS: [&str; 18] = [
+const SETTINGS: [&str; 21] = [
     "listen",
     "grpc_listen",
     "envoy_config",
@@ -69,6 +69,9 @@ const SETTINGS: [&str; 18] = [
     "store_timeout_ms",
     "audit_retention",
     "max_body_bytes",
+    "header_read_timeout",
+    "idle_timeout",
+    "max_connections",
     "policies",
 ];
 
@@ -128,23 +131,9 @@ impl ConfigFile {
             let name = key.get_ref().as_ref();
             let k = Some(name);
             match name {
-                "listen" => {
-                    overrides.listen = r.parsed(value, k, |s| {
-                        s.parse().map_err(|_| {
-                            format!(
-                                "'{s}' is not an address of the form IP:PORT (e.g. 127.0.0.1:8080)"
-                            )
-                        })
-                    })
-                }
+                "listen" => overrides.listen = r.parsed(value, k, values::parse_listen),
                 "grpc_listen" => {
-                    overrides.grpc_listen = r.parsed(value, k, |s| {
-                        s.parse().map_err(|_| {
-                            format!(
-                                "'{s}' is not an address of the form IP:PORT (e.g. 127.0.0.1:8081)"
-                            )
-                        })
-                    })
+                    overrides.grpc_listen = r.parsed(value, k, values::parse_grpc_listen)
                 }
                 "envoy_config" => overrides.envoy_config = r.string(value, k).map(PathBuf::from),
                 "db" => overrides.db = r.string(value, k).map(PathBuf::from),
@@ -181,6 +170,16 @@ impl ConfigFile {
                 }
                 "max_body_bytes" => {
                     overrides.max_body_bytes = r.number(value, k, values::check_body_limit)
+                }
+                "header_read_timeout" => {
+                    overrides.header_read_timeout_secs =
+                        r.number(value, k, values::check_timeout_secs)
+                }
+                "idle_timeout" => {
+                    overrides.idle_timeout_secs = r.number(value, k, values::check_timeout_secs)
+                }
+                "max_connections" => {
+                    overrides.max_connections = r.number(value, k, values::check_max_connections)
                 }
                 "policies" => policies = r.policies(value),
                 _ => r.unknown(key, None, &SETTINGS),

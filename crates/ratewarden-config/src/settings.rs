@@ -201,6 +201,12 @@ pub struct Overrides {
     pub audit_retention_secs: Option<u64>,
     /// `max_body_bytes`.
     pub max_body_bytes: Option<usize>,
+    /// `header_read_timeout`, in seconds.
+    pub header_read_timeout_secs: Option<u64>,
+    /// `idle_timeout`, in seconds.
+    pub idle_timeout_secs: Option<u64>,
+    /// `max_connections`.
+    pub max_connections: Option<usize>,
 }
 
 impl Overrides {
@@ -224,8 +230,30 @@ impl Overrides {
             store_timeout_ms: self.store_timeout_ms.or(lower.store_timeout_ms),
             audit_retention_secs: self.audit_retention_secs.or(lower.audit_retention_secs),
             max_body_bytes: self.max_body_bytes.or(lower.max_body_bytes),
+            header_read_timeout_secs: self
+                .header_read_timeout_secs
+                .or(lower.header_read_timeout_secs),
+            idle_timeout_secs: self.idle_timeout_secs.or(lower.idle_timeout_secs),
+            max_connections: self.max_connections.or(lower.max_connections),
         }
     }
+}
+
+/// How client connections are bounded: the defaults are 10 s, 60 s and
+/// what the file-descriptor limit allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// A request whose headers are not complete this long after the
+    /// connection opened (or after its first byte, on a kept-alive
+    /// connection) is answered 408 and closed (`header_read_timeout`,
+    /// seconds).
+    pub header_read_timeout: Duration,
+    /// A kept-alive connection with no request this long after its last
+    /// answer is closed (`idle_timeout`, seconds).
+    pub idle_timeout: Duration,
+    /// At most this many open client connections (`max_connections`);
+    /// `None`: the file-descriptor limit less a reserve.
+    pub max_connections: Option<usize>,
 }
 
 /// Validated settings of the service.
@@ -255,6 +283,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// The failure mode of policies that set none.
     pub on_store_error: FailureMode,
+    /// How client connections are bounded.
+    pub connections: ConnectionLimits,
     /// Every policy: `ping` and `check` (the seed routes'), then the
     /// file's, in file order, then the Envoy rules' limits.
     pub policies: PolicySet,
@@ -389,6 +419,13 @@ impl Settings {
                 audit_retention: Duration::from_secs(o.audit_retention_secs.unwrap_or(604_800)),
                 max_body_bytes: o.max_body_bytes.unwrap_or(16_384),
                 on_store_error,
+                connections: ConnectionLimits {
+                    header_read_timeout: Duration::from_secs(
+                        o.header_read_timeout_secs.unwrap_or(10),
+                    ),
+                    idle_timeout: Duration::from_secs(o.idle_timeout_secs.unwrap_or(60)),
+                    max_connections: o.max_connections,
+                },
                 policies,
                 config_file,
             }),
@@ -425,6 +462,13 @@ impl Settings {
             self.audit_retention != next.audit_retention,
         );
         differs("max_body_bytes", self.max_body_bytes != next.max_body_bytes);
+        let (c, n) = (&self.connections, &next.connections);
+        differs(
+            "header_read_timeout",
+            c.header_read_timeout != n.header_read_timeout,
+        );
+        differs("idle_timeout", c.idle_timeout != n.idle_timeout);
+        differs("max_connections", c.max_connections != n.max_connections);
         keys
     }
 }

@@ -3,7 +3,7 @@
 //! message naming the offending value; the caller adds where it came from
 //! (the flag, or `FILE:LINE:COLUMN` and the key).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -126,6 +126,33 @@ pub fn check_timeout_ms(n: u64) -> Result<u64, String> {
     }
 }
 
+/// A connection timeout in whole seconds: at least 1, at most one hour.
+pub fn parse_timeout_secs(s: &str) -> Result<u64, String> {
+    check_timeout_secs(whole_number(s)?)
+}
+
+/// [`parse_timeout_secs`]'s range check on a number.
+pub fn check_timeout_secs(n: u64) -> Result<u64, String> {
+    match n {
+        0 => Err(format!("{n} must be at least 1 second")),
+        n if n > 3_600 => Err(format!("{n} is longer than one hour (3600 seconds)")),
+        n => Ok(n),
+    }
+}
+
+/// A maximum number of open connections: at least 1.
+pub fn parse_max_connections(s: &str) -> Result<usize, String> {
+    check_max_connections(whole_number(s)?)
+}
+
+/// [`parse_max_connections`]'s range check on a number.
+pub fn check_max_connections(n: u64) -> Result<usize, String> {
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{n} must be at least 1 connection"))
+}
+
 /// A body size in bytes, at least 1.
 pub fn parse_body_limit(s: &str) -> Result<usize, String> {
     check_body_limit(whole_number(s)?)
@@ -147,8 +174,116 @@ pub fn parse_net(s: &str) -> Result<IpNet, String> {
         .map_err(|_| format!("'{s}' is neither an IP address nor a CIDR block"))
 }
 
-/// `memory`, `sqlite:PATH` or a Redis URL (`redis://HOST:PORT/DB`). The
-/// message never repeats a Redis URL as typed (it may hold a password).
+/// The HTTP address (`listen`, `--listen`): an IP address and a port, as
+/// `127.0.0.1:8080` or `[::1]:8080` (port 0: any free port). Host names
+/// are refused, not resolved, with a hint of what to write instead; so
+/// are a missing, empty or out-of-range port.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    socket_addr(s, 8080)
+}
+
+/// The gRPC address (`grpc_listen`, `--grpc-listen`): as [`parse_listen`],
+/// its hints showing port 8081.
+pub fn parse_grpc_listen(s: &str) -> Result<SocketAddr, String> {
+    socket_addr(s, 8081)
+}
+
+/// `IP:PORT` or `[IPv6]:PORT`; the messages' examples use `example_port`
+/// when `s` has no usable port of its own.
+fn socket_addr(s: &str, example_port: u16) -> Result<SocketAddr, String> {
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let example = |ip: IpAddr, port: u16| SocketAddr::new(ip, port).to_string();
+    // An address alone (`127.0.0.1`, `[::1]`, `::1`): the port is missing.
+    let bracketed = s.strip_prefix('[').and_then(|rest| rest.strip_suffix(']'));
+    if let Some(ip) = bracketed.map_or_else(
+        || s.parse::<IpAddr>().ok(),
+        |inner| inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
+    ) {
+        // `::1:8080` is a valid IPv6 address; its last group may be meant
+        // as a port.
+        let meant = s
+            .rsplit_once(':')
+            .filter(|_| bracketed.is_none())
+            .and_then(|(ip, port)| Some((ip.parse::<Ipv6Addr>().ok()?, port.parse::<u16>().ok()?)));
+        return Err(match meant {
+            Some((ip, port)) => format!(
+                "'{s}' has no port; an IPv6 address with a port is written in brackets, e.g. {}",
+                example(IpAddr::V6(ip), port)
+            ),
+            None => format!(
+                "'{s}' has no port; write an IP address and a port, e.g. {}",
+                example(ip, example_port)
+            ),
+        });
+    }
+    // `HOST:PORT`, the host possibly in brackets.
+    let (host, port) = match s.strip_prefix('[') {
+        Some(rest) => match rest.split_once("]:") {
+            Some((host, port)) => (host, Some(port)),
+            None => (rest.trim_end_matches(']'), None),
+        },
+        None => match s.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (s, None),
+        },
+    };
+    let ip = host.parse::<IpAddr>().ok();
+    let port = match port {
+        None => None,
+        Some(p) if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) => {
+            let what = if p.is_empty() {
+                "has an empty port".to_owned()
+            } else {
+                format!("has the port '{p}', which is not a whole number")
+            };
+            let ip = ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+            return Err(format!(
+                "'{s}' {what}; write a port from 0 to 65535, e.g. {}",
+                example(ip, example_port)
+            ));
+        }
+        Some(p) => match p.parse::<u16>() {
+            Ok(port) => Some(port),
+            Err(_) => {
+                return Err(format!(
+                    "'{s}' has the port {p}, which is out of range; ports are 0 to 65535"
+                ));
+            }
+        },
+    };
+    let port = port.unwrap_or(example_port);
+    if host.is_empty() {
+        return Err(format!(
+            "'{s}' has no IP address; use 127.0.0.1:{port} (this machine only), \
+             0.0.0.0:{port} (every IPv4 interface) or [::]:{port}"
+        ));
+    }
+    if let Some(ip) = ip {
+        // Brackets around IPv4, or none around IPv6 with a port.
+        return Err(format!(
+            "'{s}' is not of the form IP:PORT or [IPv6]:PORT; write {}",
+            example(ip, port)
+        ));
+    }
+    if host.trim_end_matches('.').eq_ignore_ascii_case("localhost") {
+        Err(format!(
+            "'{s}' is not an IP address and port; use 127.0.0.1:{port} or [::1]:{port} \
+             (host names are not resolved)"
+        ))
+    } else {
+        Err(format!(
+            "'{s}' is not an IP address and port (host names are not resolved); use the \
+             IP address of an interface, e.g. 127.0.0.1:{port} (this machine only) or \
+             0.0.0.0:{port} (every IPv4 interface)"
+        ))
+    }
+}
+
+/// `memory`, `sqlite:PATH` or a Redis URL (`redis://HOST[:PORT][/DB]`,
+/// the port 6379 and the database 0 when left out). The message never
+/// repeats a Redis URL as typed (it may hold a password).
 pub fn parse_store(s: &str) -> Result<StoreConfig, String> {
     match s.split_once(':') {
         _ if s == "memory" => Ok(StoreConfig::Memory),
@@ -159,6 +294,16 @@ pub fn parse_store(s: &str) -> Result<StoreConfig, String> {
         _ => Err(format!(
             "'{s}' is not a store: use memory, sqlite:PATH or redis://HOST:PORT/DB"
         )),
+    }
+}
+
+/// A store setting as it may be shown in a message: a URL (`…://…`) with
+/// its password redacted, anything else as given.
+pub fn store_for_display(s: &str) -> String {
+    if s.contains("://") {
+        RedisConfig::redact(s)
+    } else {
+        s.to_owned()
     }
 }
 

@@ -244,9 +244,157 @@ fn duplicate_names_unknown_settings_and_bad_toml_are_errors() {
     );
     let errs = errors("listen = \"localhost:8080\"\n");
     assert!(
-        errs[0].contains("'localhost:8080' is not an address"),
+        errs[0].contains("'localhost:8080' is not an IP address and port"),
         "{errs:?}"
     );
+}
+
+#[test]
+fn a_host_name_or_a_missing_port_in_an_address_setting_gets_a_hint_at_file_line_column() {
+    let errs = errors("ping_limit = 1\nlisten = \"localhost:8080\"\ngrpc_listen = \"127.0.0.1\"\n");
+    assert_eq!(
+        errs,
+        [
+            "rw.toml:2:10: listen: 'localhost:8080' is not an IP address and port; \
+             use 127.0.0.1:8080 or [::1]:8080 (host names are not resolved)",
+            "rw.toml:3:15: grpc_listen: '127.0.0.1' has no port; \
+             write an IP address and a port, e.g. 127.0.0.1:8081",
+        ]
+    );
+    let errs = errors("grpc_listen = \"localhost:8081\"\nlisten = \"127.0.0.1:70000\"\n");
+    assert_eq!(
+        errs,
+        [
+            "rw.toml:1:15: grpc_listen: 'localhost:8081' is not an IP address and port; \
+             use 127.0.0.1:8081 or [::1]:8081 (host names are not resolved)",
+            "rw.toml:2:10: listen: '127.0.0.1:70000' has the port 70000, which is out of \
+             range; ports are 0 to 65535",
+        ]
+    );
+}
+
+#[test]
+fn listen_addresses_are_an_ip_and_a_port_and_errors_say_what_to_write() {
+    use ratewarden_config::values::{parse_grpc_listen, parse_listen};
+    for ok in ["127.0.0.1:8080", "0.0.0.0:0", "[::1]:8080", "[::]:65535"] {
+        assert_eq!(parse_listen(ok).unwrap().to_string(), ok);
+    }
+    for (bad, message) in [
+        (
+            "localhost:8080",
+            "'localhost:8080' is not an IP address and port; use 127.0.0.1:8080 or [::1]:8080 \
+             (host names are not resolved)",
+        ),
+        (
+            "LOCALHOST",
+            "'LOCALHOST' is not an IP address and port; use 127.0.0.1:8080 or [::1]:8080",
+        ),
+        (
+            "example.com:9000",
+            "'example.com:9000' is not an IP address and port (host names are not resolved); \
+             use the IP address of an interface, e.g. 127.0.0.1:9000 (this machine only) or \
+             0.0.0.0:9000 (every IPv4 interface)",
+        ),
+        (
+            "127.0.0.1",
+            "'127.0.0.1' has no port; write an IP address and a port, e.g. 127.0.0.1:8080",
+        ),
+        (
+            "[::1]",
+            "'[::1]' has no port; write an IP address and a port, e.g. [::1]:8080",
+        ),
+        (
+            "::1:9000",
+            "'::1:9000' has no port; an IPv6 address with a port is written in brackets, \
+             e.g. [::1]:9000",
+        ),
+        (
+            "127.0.0.1:",
+            "'127.0.0.1:' has an empty port; write a port from 0 to 65535, e.g. 127.0.0.1:8080",
+        ),
+        (
+            "localhost:",
+            "'localhost:' has an empty port; write a port from 0 to 65535, e.g. 127.0.0.1:8080",
+        ),
+        (
+            "127.0.0.1:http",
+            "'127.0.0.1:http' has the port 'http', which is not a whole number",
+        ),
+        (
+            "127.0.0.1:65536",
+            "'127.0.0.1:65536' has the port 65536, which is out of range; ports are 0 to 65535",
+        ),
+        (
+            "[::1]:99999999999999999999",
+            "has the port 99999999999999999999, which is out of range",
+        ),
+        (
+            ":8080",
+            "':8080' has no IP address; use 127.0.0.1:8080 (this machine only)",
+        ),
+        (
+            "[127.0.0.1]:80",
+            "'[127.0.0.1]:80' is not of the form IP:PORT or [IPv6]:PORT; write 127.0.0.1:80",
+        ),
+        ("", "'' has no IP address"),
+    ] {
+        let err = parse_listen(bad).unwrap_err();
+        assert!(err.contains(message), "{bad:?}: {err}");
+    }
+    assert!(
+        parse_grpc_listen("localhost")
+            .unwrap_err()
+            .contains("use 127.0.0.1:8081 or [::1]:8081"),
+    );
+}
+
+#[test]
+fn redis_urls_the_client_would_read_as_a_default_are_refused_naming_the_value() {
+    use ratewarden_config::values::parse_store;
+    // Regression: an empty port silently meant 6379.
+    let errs = errors("ping_limit = 1\nstore = \"redis://127.0.0.1:/0\"\n");
+    assert_eq!(
+        errs,
+        [
+            "rw.toml:2:9: store: 'redis://127.0.0.1:/0' is not a valid Redis URL: the port after \
+          ':' is empty; write one (e.g. :6379), or leave out ':' for the default port 6379"
+        ]
+    );
+    for (bad, problem) in [
+        ("redis://127.0.0.1:/0", "the port after ':' is empty"),
+        ("redis://127.0.0.1:0/0", "the port 0 is out of range"),
+        (
+            "redis://127.0.0.1:65536/0",
+            "the port 65536 is out of range",
+        ),
+        (
+            "redis://127.0.0.1:6379/x",
+            "the database 'x' is not a whole number",
+        ),
+        (
+            "redis://127.0.0.1:6379?db=3",
+            "the query parameter 'db' is not read",
+        ),
+        ("redis://me@127.0.0.1:6379/0", "a user name but no password"),
+        ("redis://127.0.0.1:6379/0#1", "a fragment"),
+    ] {
+        let err = parse_store(bad).unwrap_err();
+        assert!(
+            err.contains(problem) && err.contains("is not a valid Redis URL"),
+            "{bad}: {err}"
+        );
+        assert!(err.contains("127.0.0.1"), "the value is named: {err}");
+    }
+    // Neither a port nor a database: 6379 and 0, as documented.
+    for ok in [
+        "redis://127.0.0.1/0",
+        "redis://127.0.0.1",
+        "redis://127.0.0.1:6380/2",
+    ] {
+        assert!(matches!(parse_store(ok), Ok(StoreConfig::Redis(_))), "{ok}");
+    }
+    let err = parse_store("redis://:hunter2@127.0.0.1:/0").unwrap_err();
+    assert!(!err.contains("hunter2"), "the password leaked: {err}");
 }
 
 #[test]

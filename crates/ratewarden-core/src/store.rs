@@ -112,6 +112,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// The kind of store, for metric labels and logs: `memory`, `sqlite`,
+    /// `redis`. The default is `custom`.
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
+
+    /// How many entries (keys with state, per policy and algorithm) the
+    /// store holds now, expired ones not yet swept included, when it can
+    /// tell without scanning its data (the memory store); `None` otherwise
+    /// (the default).
+    async fn entries(&self) -> Option<u64> {
+        None
+    }
+
     /// Finishes queued work and releases the store's resources (SQLite:
     /// checkpoint and close the file). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent; the default does nothing.

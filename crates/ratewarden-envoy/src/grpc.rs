@@ -42,12 +42,12 @@ impl RlsTrait for Grpc {
 pub fn status_of(e: ServiceError) -> Status {
     match e {
         ServiceError::InvalidArgument(message) => Status::invalid_argument(message),
-        ServiceError::Unavailable(cause) => {
-            tracing::warn!(error = %cause, "store unavailable; answering UNAVAILABLE (fail closed)");
-            Status::unavailable("the rate limit store is unavailable")
-        }
+        // The decision layer has logged store errors (summarised).
+        ServiceError::Unavailable(_) => Status::unavailable("the rate limit store is unavailable"),
         ServiceError::Internal(cause) => {
-            tracing::error!(error = %cause, "rate limit decision failed");
+            if !matches!(cause, ratewarden_limiter::CheckError::Failed(_)) {
+                tracing::error!(error = %cause, "rate limit decision failed");
+            }
             Status::internal("the rate limit store failed")
         }
     }

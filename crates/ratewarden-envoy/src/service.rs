@@ -228,8 +228,8 @@ impl RateLimitService {
                 };
                 Ok(limited_status(l, Code::Ok, &decision, status.now))
             }
-            Err(CheckError::Unavailable(e)) if l.def.on_store_error == FailureMode::Open => {
-                tracing::warn!(error = %e, "store unavailable; failing open");
+            // The decision layer has logged the error (summarised).
+            Err(CheckError::Unavailable(_)) if l.def.on_store_error == FailureMode::Open => {
                 Ok(no_limit(0))
             }
             Err(e) => Err(e.into()),

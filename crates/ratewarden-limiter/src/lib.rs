@@ -36,6 +36,9 @@
 //! - `limiter.rs`: [`Limiter`], [`Check`], [`Outcome`], [`CheckResult`],
 //!   [`Status`], [`CheckError`].
 //! - `prune.rs`: [`Pruner`], the background deletion of expired state.
+//! - [`activity`]: recent decisions and store latency for the dashboard.
+//! - [`log`]: [`LogSummary`] (repeated errors summarised), [`for_log`]
+//!   (request-supplied text shortened and escaped).
 //! - [`fields`]: the `RateLimit` / `RateLimit-Policy` field values every
 //!   interface sends.
 //!
@@ -43,17 +46,29 @@
 //! Through the `metrics` facade (free when no recorder is installed):
 //! `ratewarden_decisions_total{policy, outcome}` with outcome `allowed`,
 //! `denied`, `never`, `shadow_denied` or `failed_open`;
-//! `ratewarden_decision_duration_seconds` (the store's atomic step, in
-//! seconds); `ratewarden_store_failures_total{handling="open"|"closed"}`.
-//! No key is ever a label.
+//! `ratewarden_decision_duration_seconds` (a whole check, in seconds);
+//! `ratewarden_store_duration_seconds{store}` (the store's atomic step,
+//! in seconds); `ratewarden_store_errors_total{store}`;
+//! `ratewarden_store_failures_total{handling="open"|"closed"}` (checks
+//! decided without the store). No key is ever a label.
+//!
+//! # Logs
+//! Store errors are logged once, then summarised every
+//! [`STORE_ERROR_SUMMARY`] ([`LogSummary`]); the interfaces do not log
+//! them again.
 
+pub mod activity;
 pub mod fields;
 mod limiter;
+pub mod log;
 mod meters;
 mod policy;
 mod prune;
 
-pub use limiter::{Basis, Check, CheckError, CheckResult, Limiter, Outcome, PolicyRef, Status};
+pub use limiter::{
+    Basis, Check, CheckError, CheckResult, Limiter, Outcome, PolicyRef, STORE_ERROR_SUMMARY, Status,
+};
+pub use log::{LogSummary, for_log};
 pub use policy::{
     Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet, RequestMatch,
 };

@@ -10,6 +10,8 @@ use ratewarden_core::{
     StoreError, Timestamp,
 };
 
+use crate::activity::Activity;
+use crate::log::LogSummary;
 use crate::meters::Meters;
 use crate::policy::{Changes, FailureMode, PolicyDef, PolicySet};
 use crate::prune::Pruner;
@@ -223,7 +225,13 @@ pub struct Limiter {
     clock: Arc<dyn Clock>,
     active: ArcSwap<Active>,
     pruner: Arc<Pruner>,
+    activity: Arc<Activity>,
+    /// Store errors, logged once and then summarised.
+    store_errors: LogSummary,
 }
+
+/// How often a run of store errors is summarised in the log.
+pub const STORE_ERROR_SUMMARY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The policy set in force and its metric handles, swapped together.
 #[derive(Debug)]
@@ -233,8 +241,8 @@ struct Active {
 }
 
 impl Active {
-    fn new(set: Arc<PolicySet>) -> Active {
-        let meters = Meters::new(&set);
+    fn new(set: Arc<PolicySet>, activity: &Activity, store: &'static str) -> Active {
+        let meters = Meters::new(&set, activity, store);
         Active { set, meters }
     }
 }
@@ -250,11 +258,15 @@ impl Limiter {
             Arc::clone(&clock),
             policies.longest_windows(),
         ));
+        let activity = Arc::new(Activity::default());
+        let active = Active::new(Arc::new(policies), &activity, store.kind());
         Limiter {
             store,
             clock,
-            active: ArcSwap::from_pointee(Active::new(Arc::new(policies))),
+            active: ArcSwap::from_pointee(active),
             pruner,
+            activity,
+            store_errors: LogSummary::new("store unavailable", STORE_ERROR_SUMMARY),
         }
     }
 
@@ -270,8 +282,14 @@ impl Limiter {
     pub fn replace_policies(&self, next: PolicySet) -> Changes {
         let changes = self.active.load().set.changes(&next);
         self.pruner.set_windows(next.longest_windows());
-        self.active.store(Arc::new(Active::new(Arc::new(next))));
+        let active = Active::new(Arc::new(next), &self.activity, self.store.kind());
+        self.active.store(Arc::new(active));
         changes
+    }
+
+    /// The clock decisions are made with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
     /// The clock's current time.
@@ -283,6 +301,23 @@ impl Limiter {
     /// limiter).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The recent activity, for the dashboard (close its buckets with
+    /// [`Activity::run_until`]).
+    pub fn activity(&self) -> &Arc<Activity> {
+        &self.activity
+    }
+
+    /// Whether the last store call failed.
+    pub fn store_failing(&self) -> bool {
+        self.store_errors.failing()
+    }
+
+    /// How many entries the store holds, when it can tell
+    /// ([`Store::entries`]).
+    pub async fn store_entries(&self) -> Option<u64> {
+        self.store.entries().await
     }
 
     /// The background pruner (run it with [`Pruner::run_until`]).
@@ -327,10 +362,9 @@ impl Limiter {
         );
         let started = Instant::now();
         let result = self.store.acquire(&batch).await;
-        active
-            .meters
-            .decision_seconds
-            .record(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        active.meters.store_seconds.record(took.as_secs_f64());
+        self.activity.store_call(took);
         self.pruner.sample();
         let decisions = match result {
             Ok(decisions) if decisions.len() == batch.items().len() => decisions,
@@ -342,8 +376,12 @@ impl Limiter {
                 ));
                 return Err(CheckError::Failed(e));
             }
-            Err(e) => return failed(&active.meters, &defs, e, now),
+            Err(e) => {
+                self.count_store_error(&active.meters, &e);
+                return failed(&active.meters, &defs, e, now);
+            }
         };
+        self.store_errors.recovered();
         let results: Vec<CheckResult> = batch
             .slots()
             .iter()
@@ -361,7 +399,7 @@ impl Limiter {
             })
             .collect();
         let allowed = results.iter().all(CheckResult::allowed);
-        for r in &results {
+        for (r, check) in results.iter().zip(checks) {
             if r.shadow_denied {
                 // One line per request would flood the log under load;
                 // the metric counts every one.
@@ -370,15 +408,38 @@ impl Limiter {
                     "a shadow policy would have denied a request"
                 );
             }
+            if !r.decision.allowed() {
+                self.activity.denied(&r.policy.policy.name, check.key);
+            }
             if let Some(m) = active.meters.of(r.policy.name()) {
+                let t = &m.totals;
+                let one = |c: &std::sync::atomic::AtomicU64| {
+                    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                };
                 match r.decision.outcome {
-                    _ if r.shadow_denied => m.shadow_denied.increment(1),
-                    CoreOutcome::Allowed => m.allowed.increment(1),
-                    CoreOutcome::Denied { .. } => m.denied.increment(1),
-                    CoreOutcome::Never => m.never.increment(1),
+                    _ if r.shadow_denied => {
+                        m.shadow_denied.increment(1);
+                        one(&t.shadow_denied);
+                    }
+                    CoreOutcome::Allowed => {
+                        m.allowed.increment(1);
+                        one(&t.allowed);
+                    }
+                    CoreOutcome::Denied { .. } => {
+                        m.denied.increment(1);
+                        one(&t.denied);
+                    }
+                    CoreOutcome::Never => {
+                        m.never.increment(1);
+                        one(&t.denied);
+                    }
                 }
             }
         }
+        active
+            .meters
+            .decision_seconds
+            .record(started.elapsed().as_secs_f64());
         Ok(Outcome {
             allowed,
             now,
@@ -407,7 +468,7 @@ impl Limiter {
             .store
             .status(&def.policy, key, now)
             .await
-            .map_err(CheckError::from_store)?;
+            .map_err(|e| self.store_error(&self.active.load().meters, e))?;
         Ok(Status {
             policy: def,
             decision,
@@ -425,7 +486,7 @@ impl Limiter {
         self.store
             .reset(&def.policy, keys, self.clock.now())
             .await
-            .map_err(CheckError::from_store)
+            .map_err(|e| self.store_error(&self.active.load().meters, e))
     }
 
     /// Whether the store can answer now (one cheap round trip for a
@@ -436,6 +497,17 @@ impl Limiter {
     /// answers.
     pub async fn ready(&self) -> Result<(), CheckError> {
         self.store.ping().await.map_err(CheckError::from_store)
+    }
+
+    /// Counts and logs (summarised) a store error.
+    fn store_error(&self, meters: &Meters, e: StoreError) -> CheckError {
+        self.count_store_error(meters, &e);
+        CheckError::from_store(e)
+    }
+
+    fn count_store_error(&self, meters: &Meters, e: &StoreError) {
+        meters.store_errors.increment(1);
+        self.store_errors.record(e);
     }
 
     fn policy(&self, name: &str) -> Result<Arc<PolicyDef>, CheckError> {
@@ -461,13 +533,15 @@ fn failed(
         meters.failed_closed.increment(1);
         return Err(CheckError::from_store(error));
     }
-    tracing::warn!(%error, "store unavailable; failing open");
     meters.failed_open.increment(1);
     let results = defs
         .iter()
         .map(|def| {
             if let Some(m) = meters.of(def.name()) {
                 m.failed_open.increment(1);
+                m.totals
+                    .failed_open
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             CheckResult {
                 decision: Decision {

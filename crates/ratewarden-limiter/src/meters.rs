@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use metrics::{Counter, Histogram, SharedString};
 
+use crate::activity::{Activity, PolicyTotals};
 use crate::policy::PolicySet;
 
 /// One policy's `ratewarden_decisions_total{policy, outcome}` counters.
@@ -20,10 +21,12 @@ pub(crate) struct PolicyMeters {
     pub(crate) never: Counter,
     pub(crate) shadow_denied: Counter,
     pub(crate) failed_open: Counter,
+    /// The dashboard's totals of this policy.
+    pub(crate) totals: Arc<PolicyTotals>,
 }
 
 impl PolicyMeters {
-    fn new(name: &Arc<str>) -> PolicyMeters {
+    fn new(name: &Arc<str>, activity: &Activity) -> PolicyMeters {
         let counter = |outcome: &'static str| {
             let policy = SharedString::from(Arc::clone(name));
             metrics::counter!("ratewarden_decisions_total", "policy" => policy, "outcome" => outcome)
@@ -34,6 +37,7 @@ impl PolicyMeters {
             never: counter("never"),
             shadow_denied: counter("shadow_denied"),
             failed_open: counter("failed_open"),
+            totals: activity.totals_of(name),
         }
     }
 }
@@ -42,8 +46,12 @@ impl PolicyMeters {
 #[derive(Debug)]
 pub(crate) struct Meters {
     by_policy: HashMap<Arc<str>, PolicyMeters, foldhash::fast::RandomState>,
-    /// `ratewarden_decision_duration_seconds`: the store's atomic step.
+    /// `ratewarden_decision_duration_seconds`: a whole check.
     pub(crate) decision_seconds: Histogram,
+    /// `ratewarden_store_duration_seconds{store}`: the store's atomic step.
+    pub(crate) store_seconds: Histogram,
+    /// `ratewarden_store_errors_total{store}`.
+    pub(crate) store_errors: Counter,
     /// `ratewarden_store_failures_total{handling="open"}`.
     pub(crate) failed_open: Counter,
     /// `ratewarden_store_failures_total{handling="closed"}`.
@@ -51,18 +59,20 @@ pub(crate) struct Meters {
 }
 
 impl Meters {
-    pub(crate) fn new(set: &PolicySet) -> Meters {
+    pub(crate) fn new(set: &PolicySet, activity: &Activity, store: &'static str) -> Meters {
         Meters {
             by_policy: set
                 .iter()
                 .map(|d| {
                     (
                         Arc::clone(&d.policy.name),
-                        PolicyMeters::new(&d.policy.name),
+                        PolicyMeters::new(&d.policy.name, activity),
                     )
                 })
                 .collect(),
             decision_seconds: metrics::histogram!("ratewarden_decision_duration_seconds"),
+            store_seconds: metrics::histogram!("ratewarden_store_duration_seconds", "store" => store),
+            store_errors: metrics::counter!("ratewarden_store_errors_total", "store" => store),
             failed_open: metrics::counter!("ratewarden_store_failures_total", "handling" => "open"),
             failed_closed: metrics::counter!("ratewarden_store_failures_total", "handling" => "closed"),
         }

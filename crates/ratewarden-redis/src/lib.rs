@@ -313,6 +313,10 @@ pub(crate) async fn get(
 
 #[async_trait]
 impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
     /// One `EVALSHA` of the batch script, whatever the batch holds.
     async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
         batch::acquire(self, batch).await

@@ -7,13 +7,18 @@
 //! - [`cli`]: flags and subcommands (`serve`, `replay`, `check-config`).
 //! - [`startup`]: [`startup::Application`] (build, then run), the store's
 //!   composition root, the shutdown signal.
+//! - [`logging`]: `RATEWARDEN_LOG` and `RATEWARDEN_LOG_FORMAT`.
 //! - [`reload`]: configuration reload on SIGHUP and on file change.
 //! - [`state`]: [`state::AppState`], shared by every handler.
-//! - [`http`]: the routes (seed routes, the JSON API), problem details,
-//!   the rate-limit headers.
+//! - [`conn`]: serving HTTP/1.1 connections: the header read and idle
+//!   timeouts, the maximum of connections, lingering close.
+//! - [`http`]: the routes (seed routes, the JSON API, the operator's
+//!   routes), problem details, the rate-limit headers.
 
 pub mod cli;
+pub mod conn;
 pub mod http;
+pub mod logging;
 pub mod reload;
 pub mod startup;
 pub mod state;

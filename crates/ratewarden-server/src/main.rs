@@ -5,13 +5,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Parser;
 use ratewarden_config::{ADMIN_KEY_ENV, Settings, StoreConfig, TimeSource};
 use ratewarden_core::{Clock, SystemClock};
 use ratewarden_redis::{RedisClock, RedisStore};
-use ratewarden_server::cli::{Cli, Command, ReplayArgs, ServeArgs};
+use ratewarden_server::cli::{Command, ReplayArgs, ServeArgs};
 use ratewarden_server::startup::{Application, shutdown_signal};
-use tracing_subscriber::EnvFilter;
 
 /// mimalloc: requests allocate on tokio threads and free on the SQLite
 /// thread; glibc's malloc pays for that cross-thread traffic in locks and
@@ -20,15 +18,11 @@ use tracing_subscriber::EnvFilter;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("RATEWARDEN_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: log files get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let cli = ratewarden_server::cli::parse();
+    if let Err(e) = ratewarden_server::logging::init() {
+        let _ = writeln!(std::io::stderr(), "error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Replay(args) => replay(args),
@@ -77,6 +71,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_key = if settings.admin_key.is_some() { "set" } else { "unset: admin actions are refused" },
         audit_retention_secs = settings.audit_retention.as_secs(),
         max_body_bytes = settings.max_body_bytes,
+        header_read_timeout_secs = settings.connections.header_read_timeout.as_secs(),
+        idle_timeout_secs = settings.connections.idle_timeout.as_secs(),
         "starting ratewarden"
     );
     if settings.grpc_listen.is_some() && envoy_limits == 0 {
@@ -89,7 +85,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let clock = clock(&settings).await?;
         let app = Application::build(settings, clock).await?;
-        tracing::info!(addr = %app.local_addr(), "listening (HTTP)");
+        tracing::info!(
+            addr = %app.local_addr(),
+            max_connections = app.connection_rules().max_connections,
+            "listening (HTTP)"
+        );
         if let Some(addr) = app.grpc_addr() {
             tracing::info!(%addr, "listening (gRPC: envoy.service.ratelimit.v3, grpc.health.v1)");
         }

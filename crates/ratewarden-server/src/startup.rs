@@ -2,7 +2,7 @@
 //! listener (so tests know the port) before [`Application::run_until_stopped`]
 //! serves.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,6 +15,7 @@ use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn::ConnectionRules;
 use crate::http;
 use crate::state::{AppState, Shared};
 
@@ -107,20 +108,24 @@ pub struct Application {
     grpc_listener: Option<TcpListener>,
     state: AppState,
     settings: Settings,
+    rules: ConnectionRules,
 }
 
 impl Application {
-    /// Opens the store and binds the listener; `clock` is the only source of
-    /// time (a [`ratewarden_core::ManualClock`] in tests).
+    /// Binds the listeners, then opens the store (a port in use leaves
+    /// no database file behind); `clock` is the only source of time (a
+    /// [`ratewarden_core::ManualClock`] in tests).
     ///
     /// # Errors
-    /// [`StartupError`] when the store cannot be opened or the address bound.
+    /// [`StartupError`] when an address cannot be bound or the store
+    /// opened.
     pub async fn build(
         settings: Settings,
         clock: Arc<dyn Clock>,
     ) -> Result<Application, StartupError> {
+        let listeners = bind(&settings).await?;
         let store = open_store(&settings.store, &settings.store_options())?.into_dyn();
-        Application::with_store(settings, store, clock).await
+        Ok(Application::assemble(settings, store, clock, listeners))
     }
 
     /// As [`Application::build`], with a store already made (`settings.store`
@@ -133,16 +138,18 @@ impl Application {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<Application, StartupError> {
-        let bind = |addr: SocketAddr| async move {
-            TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartupError::Bind { addr, source })
-        };
-        let listener = bind(settings.listen).await?;
-        let grpc_listener = match settings.grpc_listen {
-            Some(addr) => Some(bind(addr).await?),
-            None => None,
-        };
+        let listeners = bind(&settings).await?;
+        Ok(Application::assemble(settings, store, clock, listeners))
+    }
+
+    fn assemble(
+        settings: Settings,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        (listener, grpc_listener): (TcpListener, Option<TcpListener>),
+    ) -> Application {
+        // Before the limiter registers its metric handles.
+        http::ops::metrics::install();
         let limiter = Arc::new(Limiter::new(store, clock, settings.policies.clone()));
         let rules = settings.envoy.clone().unwrap_or_default();
         let envoy = Arc::new(RateLimitService::new(
@@ -156,13 +163,22 @@ impl Application {
             ping_key: settings.ping_key.clone(),
             admin_key: settings.admin_key.clone(),
             max_body_bytes: settings.max_body_bytes,
+            stopping: CancellationToken::new(),
         });
-        Ok(Application {
+        let rules = ConnectionRules::from_limits(&settings.connections);
+        Application {
             listener,
             grpc_listener,
             state,
             settings,
-        })
+            rules,
+        }
+    }
+
+    /// The connection rules in effect (the maximum of connections
+    /// resolved from the descriptor limit when not set).
+    pub fn connection_rules(&self) -> ConnectionRules {
+        self.rules
     }
 
     /// The decision layer (to reload its policies).
@@ -236,10 +252,15 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let stop = CancellationToken::new();
-        let pruning = tokio::spawn(Arc::clone(self.state.limiter.pruner()).run_until(stop.clone()));
-        let store = Arc::clone(self.state.limiter.store());
-        // Cancelled by the signal, or by a server that ends on its own.
-        let servers = CancellationToken::new();
+        let limiter = Arc::clone(&self.state.limiter);
+        let pruning = tokio::spawn(Arc::clone(limiter.pruner()).run_until(stop.clone()));
+        let activity = tokio::spawn(
+            Arc::clone(limiter.activity()).run_until(Arc::clone(limiter.clock()), stop.clone()),
+        );
+        let store = Arc::clone(limiter.store());
+        // Cancelled by the signal, or by a server that ends on its own;
+        // `/readyz` answers 503 from then on.
+        let servers = self.state.stopping.clone();
         let signalled = {
             let servers = servers.clone();
             tokio::spawn(async move {
@@ -259,27 +280,17 @@ impl Application {
                 served
             })
         });
-        let app = http::router(self.state).into_make_service_with_connect_info::<SocketAddr>();
         // A client that never finishes its request would hold graceful
         // shutdown open forever: after the signal, connections get
         // SHUTDOWN_GRACE to finish, then they are dropped.
-        let server = axum::serve(self.listener, app)
-            .with_graceful_shutdown(servers.clone().cancelled_owned())
-            .into_future();
-        let grace_over = {
-            let servers = servers.clone();
-            async move {
-                servers.cancelled().await;
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            }
-        };
-        let mut served = tokio::select! {
-            served = server => served,
-            () = grace_over => {
-                tracing::warn!(grace_secs = SHUTDOWN_GRACE.as_secs(), "connections still open after the shutdown grace period; closing them");
-                Ok(())
-            }
-        };
+        let mut served = crate::conn::serve(
+            self.listener,
+            http::router(self.state),
+            self.rules,
+            servers.clone(),
+            SHUTDOWN_GRACE,
+        )
+        .await;
         if let Err(e) = &served {
             tracing::error!(error = %e, "the HTTP server failed; stopping");
         }
@@ -301,10 +312,26 @@ impl Application {
         }
         stop.cancel();
         let _ = pruning.await;
+        let _ = activity.await;
         store.close().await;
         tracing::info!("stopped");
         served
     }
+}
+
+/// Binds the HTTP listener, and the gRPC one when configured.
+async fn bind(settings: &Settings) -> Result<(TcpListener, Option<TcpListener>), StartupError> {
+    let bind = |addr: SocketAddr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartupError::Bind { addr, source })
+    };
+    let listener = bind(settings.listen).await?;
+    let grpc_listener = match settings.grpc_listen {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
+    Ok((listener, grpc_listener))
 }
 
 /// Completes on Ctrl-C or SIGTERM.

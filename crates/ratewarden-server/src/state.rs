@@ -5,6 +5,7 @@ use std::sync::Arc;
 use ratewarden_config::{AdminKey, KeySource};
 use ratewarden_envoy::RateLimitService;
 use ratewarden_limiter::Limiter;
+use tokio_util::sync::CancellationToken;
 
 /// Shared application state: one `Arc`, so the per-request clone axum
 /// makes is a single reference-count increment.
@@ -41,4 +42,7 @@ pub struct Shared {
     pub admin_key: Option<AdminKey>,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Cancelled when the service starts shutting down (`/readyz` then
+    /// answers 503).
+    pub stopping: CancellationToken,
 }

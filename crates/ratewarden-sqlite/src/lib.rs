@@ -26,6 +26,14 @@
 //! serialised by SQLite's write lock (WAL mode, busy timeout) and never
 //! over-admit either; the busy timeout bounds how long one waits.
 //!
+//! # In use
+//! While open, a store holds a shared advisory lock (`flock`) on its
+//! database file, released at close or when the process ends; any number
+//! of stores share it. [`SqliteStore::in_use`] tells whether any store
+//! holds a file, so that a tool can refuse to change a running service's
+//! counters (`ratewarden replay`). `lock.rs` says why this never disturbs
+//! SQLite's own locks.
+//!
 //! # Layout
 //! - `schema.rs`: the tables, indexes and `PRAGMA user_version`, and the
 //!   read-only check that a file is new or ratewarden's before any write.
@@ -36,11 +44,13 @@
 //! - `keys.rs`: which table holds a policy's state (the seed policies keep
 //!   the seeds' tables) and how keys map onto the key columns.
 //! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
+//! - `lock.rs`: the advisory lock that marks a file as in use.
 
 mod batch;
 mod counters;
 mod fixed_window;
 mod keys;
+mod lock;
 mod schema;
 mod sliding_log;
 mod timefmt;
@@ -119,6 +129,10 @@ pub enum SqliteError {
     /// The worker thread could not be started.
     #[error("cannot start the SQLite worker thread: {0}")]
     Thread(#[from] std::io::Error),
+    /// The shared lock that marks the file as in use could not be taken
+    /// (see [`SqliteStore::in_use`]).
+    #[error("cannot lock the database file as in use: {0}")]
+    Lock(#[source] std::io::Error),
 }
 
 /// The SQLite store. Cheap to share behind an `Arc`; see the crate docs
@@ -132,7 +146,9 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, applies WAL mode,
-    /// the busy timeout and the schema, and starts the worker thread.
+    /// the busy timeout and the schema, takes the shared lock that marks
+    /// the file as in use until [`Store::close`] (see
+    /// [`SqliteStore::in_use`]), and starts the worker thread.
     ///
     /// Before anything is written (WAL mode rewrites the file header), the
     /// file is checked to be new or ratewarden's own: another
@@ -142,12 +158,17 @@ impl SqliteStore {
     /// # Errors
     /// [`SqliteError::ForeignDatabase`] for another application's
     /// database, [`SqliteError::NewerSchema`] for a newer release's, and
-    /// [`SqliteError::Sqlite`] when the file cannot be opened or migrated.
+    /// [`SqliteError::Sqlite`] when the file cannot be opened or migrated,
+    /// [`SqliteError::Lock`] when the file cannot be locked as in use
+    /// within the busy timeout.
     pub fn open(
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<SqliteStore, SqliteError> {
         let path = path.as_ref().to_path_buf();
+        // No in_use probe of this process may close a descriptor of the
+        // file while this connection is open and not yet registered.
+        let opening = lock::opening();
         let mut conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -161,12 +182,22 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(32);
         schema::migrate(&mut conn)?;
+        // Opened after the connection, closed after it (the worker drops
+        // it last): closing a descriptor of the file earlier would drop
+        // the POSIX locks SQLite holds on it.
+        let (file_lock, locked) = opening.lock(&path, options.busy_timeout);
+        if let Err(e) = locked {
+            drop(conn);
+            drop(file_lock);
+            return Err(SqliteError::Lock(e));
+        }
         let (tx, rx) = mpsc::channel(options.queue.max(1));
         let worker = Worker {
             conn,
             jobs: rx,
             batch_max: options.batch_max.max(1),
             audit_retention: options.audit_retention,
+            file_lock,
         };
         let thread = std::thread::Builder::new()
             .name("ratewarden-sqlite".into())
@@ -181,6 +212,23 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether an open store, of this process or of another, holds the
+    /// database file at `path` (a running service, another replay): asks
+    /// for an exclusive advisory lock without waiting, which fails while
+    /// any store holds its shared one. A missing file is not in use.
+    ///
+    /// Call it before this process opens any SQLite connection of its own
+    /// on the file: probing opens and closes a descriptor of the file, and
+    /// closing one would drop the POSIX locks of such a connection (stores
+    /// opened through [`SqliteStore::open`] are accounted for). Always
+    /// `false` on platforms other than Unix, where no lock is taken.
+    ///
+    /// # Errors
+    /// The file exists but cannot be opened, or its lock cannot be tried.
+    pub fn in_use(path: impl AsRef<Path>) -> std::io::Result<bool> {
+        lock::in_use(path.as_ref())
     }
 
     async fn run(&self, op: Op) -> Result<Reply, StoreError> {
@@ -216,6 +264,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
     async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
         let items = batch
             .items()

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::batch::{self, OwnedBatch};
 use crate::counters::{self, Table};
+use crate::lock::FileLock;
 use crate::{fixed_window, sliding_log};
 
 /// An owned [`KeyMatch`].
@@ -92,6 +93,9 @@ pub(crate) struct Worker {
     pub jobs: mpsc::Receiver<Job>,
     pub batch_max: usize,
     pub audit_retention: Duration,
+    /// Released only after `conn` is closed (and declared after it, so a
+    /// worker dropped without running drops it after the connection too).
+    pub file_lock: FileLock,
 }
 
 impl Worker {
@@ -120,9 +124,12 @@ impl Worker {
         if let Err(e) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
             tracing::warn!(error = %e, "WAL checkpoint at close failed");
         }
-        if let Err((_, e)) = self.conn.close() {
+        if let Err((conn, e)) = self.conn.close() {
             tracing::warn!(error = %e, "closing the SQLite database failed");
+            drop(conn);
         }
+        // After the connection: see `lock.rs`.
+        drop(self.file_lock);
     }
 
     /// The next job: polls (yielding the CPU) for a short while before

@@ -199,6 +199,14 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn entries(&self) -> Option<u64> {
+        Some(self.len() as u64)
+    }
+
     async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
         Ok(self.acquire_batch_now(batch))
     }

@@ -3,7 +3,8 @@
 //! its variable, the variable over the configuration file, the file over
 //! the default). Values are parsed by `ratewarden_config::values`, the
 //! same parsers the file uses; error messages name the flag and the
-//! offending value.
+//! offending value ([`crate::cli::parse`] names the variable instead when
+//! the value came from one).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,8 +13,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use ratewarden_config::values::{
-    parse_algorithm, parse_body_limit, parse_burst, parse_duration, parse_limit, parse_net,
-    parse_secs, parse_store, parse_timeout_ms,
+    parse_algorithm, parse_body_limit, parse_burst, parse_duration, parse_grpc_listen, parse_limit,
+    parse_listen, parse_max_connections, parse_net, parse_secs, parse_store, parse_timeout_ms,
+    parse_timeout_secs, store_for_display,
 };
 use ratewarden_config::{
     ConfigErrors, ConfigFile, KeySourceKind, Overrides, Settings, StoreConfig, TimeSource,
@@ -62,14 +64,16 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
 
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long, env = "RATEWARDEN_LISTEN", value_name = "ADDR")]
+    /// Address to listen on: an IP address and a port (port 0: any free
+    /// one) [default: 127.0.0.1:8080].
+    #[arg(long, env = "RATEWARDEN_LISTEN", value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,
 
     /// Address of the gRPC server: Envoy's rate limit service
     /// (`envoy.service.ratelimit.v3`) and `grpc.health.v1` [default: none,
     /// no gRPC server]. See docs/envoy.md.
-    #[arg(long, env = "RATEWARDEN_GRPC_LISTEN", value_name = "ADDR")]
+    #[arg(long, env = "RATEWARDEN_GRPC_LISTEN", value_name = "ADDR",
+          value_parser = parse_grpc_listen)]
     pub grpc_listen: Option<SocketAddr>,
 
     /// envoyproxy/ratelimit's YAML rules, loaded unchanged: a file, or a
@@ -83,7 +87,8 @@ pub struct ServeArgs {
 
     /// Where limiter state lives: `memory` (this process only, lost at exit),
     /// `sqlite:PATH` or `redis://HOST:PORT/DB` (shared by every instance
-    /// using it). Default: SQLite at `--db`.
+    /// using it; port 6379 and database 0 when left out, as in
+    /// `redis://127.0.0.1/0`). Default: SQLite at `--db`.
     #[arg(long, env = "RATEWARDEN_STORE", value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB", value_parser = StoreParser)]
     pub store: Option<StoreConfig>,
 
@@ -151,6 +156,26 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_MAX_BODY_BYTES", value_name = "BYTES",
           value_parser = parse_body_limit, allow_negative_numbers = true)]
     pub max_body_bytes: Option<usize>,
+
+    /// A request whose headers are not complete this many seconds after
+    /// the connection opened (or after its first byte, on a kept-alive
+    /// connection) gets 408 and the connection is closed [default: 10].
+    #[arg(long, env = "RATEWARDEN_HEADER_READ_TIMEOUT", value_name = "SECS",
+          value_parser = parse_timeout_secs, allow_negative_numbers = true)]
+    pub header_read_timeout: Option<u64>,
+
+    /// A kept-alive connection without a request for this many seconds
+    /// after its last answer is closed [default: 60].
+    #[arg(long, env = "RATEWARDEN_IDLE_TIMEOUT", value_name = "SECS",
+          value_parser = parse_timeout_secs, allow_negative_numbers = true)]
+    pub idle_timeout: Option<u64>,
+
+    /// The most client connections open at once; at the maximum the
+    /// oldest one without a request in progress is closed to make room
+    /// [default: the file-descriptor limit less a reserve].
+    #[arg(long, env = "RATEWARDEN_MAX_CONNECTIONS", value_name = "N",
+          value_parser = parse_max_connections, allow_negative_numbers = true)]
+    pub max_connections: Option<usize>,
 }
 
 /// `--ping-key` values.
@@ -216,6 +241,9 @@ impl ServeArgs {
             store_timeout_ms: self.store_timeout_ms,
             audit_retention_secs: self.audit_retention,
             max_body_bytes: self.max_body_bytes,
+            header_read_timeout_secs: self.header_read_timeout,
+            idle_timeout_secs: self.idle_timeout,
+            max_connections: self.max_connections,
         }
     }
 
@@ -261,8 +289,16 @@ pub struct ReplayArgs {
     /// Where limiter state lives: `memory`, `sqlite:PATH` or
     /// `redis://HOST:PORT/DB`. A SQLite file or Redis
     /// keeps its state, so a second replay on it continues from the first.
+    /// A SQLite file that a running service (or another replay) has open
+    /// is refused: see --allow-live-store.
     #[arg(long, value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB", default_value = "memory", value_parser = StoreParser)]
     pub store: StoreConfig,
+
+    /// Replay even on a SQLite file that a running service has open,
+    /// changing the counters it decides with (a warning is logged).
+    /// Without it such a file is refused with exit status 2.
+    #[arg(long)]
+    pub allow_live_store: bool,
 }
 
 const REPLAY_HELP: &str = "\
@@ -272,7 +308,11 @@ Input, one request per line: <unix_ms> <key> [<cost>]
   (default 1). A malformed line stops the replay with exit status 2.
 Output, one line per request:
   <unix_ms> <key> allow|deny <remaining> <retry_after_ms>
-  <unix_ms> <key> never - -      (the cost can never pass)";
+  <unix_ms> <key> never - -      (the cost can never pass)
+A SQLite file (--store sqlite:PATH) that a running service or another
+  replay has open is refused with exit status 2, before anything is
+  written to it: the replay would change that service's live counters.
+  --allow-live-store replays on it anyway, with a warning.";
 
 /// Validated settings of `ratewarden replay`.
 #[derive(Debug, Clone)]
@@ -281,6 +321,18 @@ pub struct ReplaySettings {
     pub policy: Policy,
     /// Where state lives.
     pub store: StoreConfig,
+    /// What to do with a SQLite file that a running service has open.
+    pub live_store: LiveStore,
+}
+
+/// What `replay` does with a SQLite store that a running service (or
+/// another replay) holds open (`--allow-live-store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveStore {
+    /// Refuse it before opening it: replaying would change live counters.
+    Refuse,
+    /// Warn and replay on it anyway.
+    Allow,
 }
 
 /// Flags of `replay` that are well-formed alone but wrong together.
@@ -320,13 +372,20 @@ impl ReplayArgs {
         Ok(ReplaySettings {
             policy: Policy::new("replay", self.algorithm, quota),
             store: self.store,
+            live_store: if self.allow_live_store {
+                LiveStore::Allow
+            } else {
+                LiveStore::Refuse
+            },
         })
     }
 }
 
 /// `--store`'s parser: [`parse_store`], with errors that never repeat
-/// the value as typed (clap's own message would, and a Redis URL may hold
-/// a password); the message names the flag and shows the URL redacted.
+/// the value as typed (clap's own would, and a Redis URL may hold a
+/// password): the error is clap's, naming the flag (or, through
+/// [`crate::cli::parse`], the variable), with the URL redacted as the
+/// offending value.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreParser;
 
@@ -339,20 +398,15 @@ impl clap::builder::TypedValueParser for StoreParser {
         arg: Option<&clap::Arg>,
         value: &std::ffi::OsStr,
     ) -> Result<StoreConfig, clap::Error> {
-        let flag = arg
-            .and_then(clap::Arg::get_long)
-            .map_or_else(|| "--store".to_owned(), |long| format!("--{long}"));
-        let refuse = |message: String| {
-            clap::Error::raw(
-                clap::error::ErrorKind::ValueValidation,
-                format!("invalid value for '{flag}': {message}\n"),
-            )
-            .with_cmd(cmd)
-        };
-        let text = value
-            .to_str()
-            .ok_or_else(|| refuse("the value is not valid UTF-8".to_owned()))?;
-        parse_store(text).map_err(refuse)
+        use clap::error::{ContextKind, ContextValue};
+        let parse: fn(&str) -> Result<StoreConfig, String> = parse_store;
+        parse.parse_ref(cmd, arg, value).map_err(|mut e| {
+            if e.get(ContextKind::InvalidValue).is_some() {
+                let shown = store_for_display(&value.to_string_lossy());
+                e.insert(ContextKind::InvalidValue, ContextValue::String(shown));
+            }
+            e
+        })
     }
 }
 
@@ -462,6 +516,21 @@ mod tests {
         .unwrap();
         assert_eq!((s.policy.quota.limit(), s.policy.quota.burst()), (0, 3));
         assert_eq!(s.store, StoreConfig::Sqlite("t.db".into()));
+    }
+
+    #[test]
+    fn replay_refuses_a_live_store_unless_allowed() {
+        let args = ["--algorithm", "gcra", "--limit", "1", "--window", "1s"];
+        assert_eq!(
+            replay_settings(&args).unwrap().live_store,
+            LiveStore::Refuse
+        );
+        let mut allowed = args.to_vec();
+        allowed.push("--allow-live-store");
+        assert_eq!(
+            replay_settings(&allowed).unwrap().live_store,
+            LiveStore::Allow
+        );
     }
 
     #[test]

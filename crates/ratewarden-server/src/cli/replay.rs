@@ -35,6 +35,12 @@
 //!   heavy-hitter sketch (Space-Saving) would cap it, but its top ten is
 //!   approximate and depends on arrival order; exact counts keep the summary
 //!   deterministic (ties are broken by the key's bytes).
+//! - **Not on a live file.** A SQLite file that a running service holds
+//!   (its store's shared advisory lock, [`SqliteStore::in_use`]) is
+//!   refused before the store is opened: the replay's policy is named
+//!   `replay`, and a service with a policy of that name would see its
+//!   counters change under it. `--allow-live-store` proceeds with a
+//!   warning ([`LiveStore::Allow`]).
 //! - **Errors.** A malformed or out-of-order line stops the replay with a
 //!   [`ReplayError::Input`] naming the line number (counting every line,
 //!   blank and comment lines too) and the offending text; the decisions
@@ -45,14 +51,15 @@ use std::fmt;
 use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
 use std::num::NonZeroU64;
 
-use ratewarden_config::StoreOptions;
+use ratewarden_config::{StoreConfig, StoreOptions};
 use ratewarden_core::algorithm::gcra::MAX_TAT;
 use ratewarden_core::{
     Acquire, Attempt, Batch, Decision, Key, KeyError, Outcome, Policy, StoreError, Timestamp,
     ceil_millis,
 };
+use ratewarden_sqlite::SqliteStore;
 
-use super::args::ReplaySettings;
+use super::args::{LiveStore, ReplaySettings};
 use crate::startup::{OpenedStore, StartupError, open_store};
 
 /// The latest time a trace may use, in milliseconds since the epoch
@@ -148,6 +155,23 @@ pub enum ReplayError {
     /// The async runtime for the store could not be started.
     #[error("cannot start the async runtime: {0}")]
     Runtime(io::Error),
+    /// The SQLite file is held open by a running service (or another
+    /// replay), and `--allow-live-store` was not given.
+    #[error(
+        "the SQLite file {} is in use by a running ratewarden service (or another replay); \
+         replaying on it would change that service's live counters. Stop the service, \
+         replay on a copy of the file, or pass --allow-live-store to replay on it anyway",
+        .0.display()
+    )]
+    LiveStore(std::path::PathBuf),
+    /// Whether the SQLite file is in use could not be found out.
+    #[error("cannot tell whether the SQLite file {} is in use: {error}", .path.display())]
+    InUseCheck {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: io::Error,
+    },
 }
 
 /// Totals of a replay, printed on standard error at the end.
@@ -200,6 +224,7 @@ pub enum Progress {
 /// # Errors
 /// [`ReplayError`]; the decisions before it have been written.
 pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
+    check_not_live(&settings.store, settings.live_store)?;
     let store = open_store(&settings.store, &StoreOptions::default())?;
     let stdin = io::stdin().lock();
     let stdout = io::stdout().lock();
@@ -216,6 +241,35 @@ pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
         }
         Err(ReplayError::Write(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Refuses (or, with [`LiveStore::Allow`], warns about) a SQLite store
+/// whose file a running service holds. Runs before this process opens
+/// the file (see [`SqliteStore::in_use`]).
+///
+/// # Errors
+/// [`ReplayError::LiveStore`] for a held file, unless allowed;
+/// [`ReplayError::InUseCheck`] when it cannot be told.
+pub fn check_not_live(store: &StoreConfig, live: LiveStore) -> Result<(), ReplayError> {
+    let StoreConfig::Sqlite(path) = store else {
+        return Ok(());
+    };
+    let in_use = SqliteStore::in_use(path).map_err(|error| ReplayError::InUseCheck {
+        path: path.clone(),
+        error,
+    })?;
+    match (in_use, live) {
+        (false, _) => Ok(()),
+        (true, LiveStore::Refuse) => Err(ReplayError::LiveStore(path.clone())),
+        (true, LiveStore::Allow) => {
+            tracing::warn!(
+                file = %path.display(),
+                "the SQLite file is in use by a running ratewarden service; \
+                 replaying on it anyway (--allow-live-store) changes its live counters"
+            );
+            Ok(())
+        }
     }
 }
 

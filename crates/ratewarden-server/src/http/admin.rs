@@ -1,15 +1,26 @@
 //! The admin key check shared by every admin route: fail closed (no key
 //! configured refuses everything), exactly one `X-Admin-Key` header,
-//! compared in constant time. Every admin action and every refused
-//! attempt is logged, never with the key's value.
+//! compared in constant time. Every admin action is logged; refused
+//! attempts are counted (`ratewarden_admin_refusals_total{reason}`) and
+//! logged once, then summarised every [`REFUSAL_SUMMARY`] (a flood of
+//! guesses cannot flood the log); never with the key's value.
 
 use std::net::SocketAddr;
+use std::sync::LazyLock;
+use std::time::Duration;
 
 use axum::http::HeaderMap;
+use ratewarden_limiter::LogSummary;
 use subtle::ConstantTimeEq;
 
 use super::problem::ApiError;
 use crate::state::AppState;
+
+/// How often a run of refused admin requests is summarised in the log.
+pub const REFUSAL_SUMMARY: Duration = Duration::from_secs(10);
+
+static REFUSALS: LazyLock<LogSummary> =
+    LazyLock::new(|| LogSummary::new("admin request refused", REFUSAL_SUMMARY));
 
 /// `Ok` when the request carries the admin key; else 403, logged with the
 /// client's address, the action tried and why it was refused.
@@ -24,7 +35,14 @@ pub fn authorize(
     action: &str,
 ) -> Result<(), ApiError> {
     let refused = |reason: &'static str, detail: &'static str| {
-        tracing::warn!(%peer, action, reason, "admin request refused");
+        let label = match reason {
+            "no admin key configured" => "not_configured",
+            "no X-Admin-Key" => "missing",
+            "several X-Admin-Key headers" => "several",
+            _ => "wrong",
+        };
+        metrics::counter!("ratewarden_admin_refusals_total", "reason" => label).increment(1);
+        REFUSALS.record(&format_args!("{reason} from {peer} ({action})"));
         Err(ApiError::forbidden(detail))
     };
     let Some(expected) = &state.admin_key else {

@@ -9,6 +9,7 @@
 //! - [`headers`]: the rate-limit response headers.
 //! - [`key_source`]: which client a `/ping` counts against.
 //! - [`admin`]: the fail-closed admin key check.
+//! - [`ops`]: `/metrics`, `/healthz`, `/readyz`, `/dashboard`.
 
 pub mod admin;
 pub mod envoy;
@@ -16,6 +17,7 @@ pub mod extract;
 pub mod headers;
 pub mod key_source;
 pub mod openapi;
+pub mod ops;
 pub mod problem;
 pub mod seed;
 pub mod v1;
@@ -26,7 +28,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::IntoResponse;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tracing::Level;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -45,6 +48,7 @@ pub fn router(state: AppState) -> Router {
     let (routes, api) = routes_and_api().split_for_parts();
     routes
         .merge(openapi::route(api))
+        .merge(ops::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -60,7 +64,16 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::internal(&"a handler panicked").into_response()
         }))
-        .layer(TraceLayer::new_for_http())
+        // The access log: a span and one line per answer, at debug only;
+        // server errors too (the decision layer logs store errors,
+        // summarised, and bugs are logged where they happen).
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(DefaultMakeSpan::new().level(Level::DEBUG))
+                .on_request(())
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG))
+                .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
+        )
 }
 
 /// Every route with its OpenAPI description, from the handlers'

@@ -8,6 +8,9 @@ use axum::response::{IntoResponse, Response};
 use ratewarden_core::StoreError;
 use serde::Serialize;
 
+/// The `Retry-After` of a 503, in seconds.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
+
 /// The URI prefix of ratewarden's problem types.
 pub const TYPE_PREFIX: &str = "urn:ratewarden:problem:";
 
@@ -23,7 +26,8 @@ pub struct Problem {
     /// A URI naming the kind of problem: `urn:ratewarden:problem:<kind>`,
     /// or the IANA `quota-exceeded` type for a `/v1` denial.
     pub r#type: String,
-    /// The status line's reason phrase.
+    /// The status's name (RFC 9110 section 15), also the status line's
+    /// reason phrase.
     pub title: String,
     /// The HTTP status code.
     pub status: u16,
@@ -185,19 +189,49 @@ impl ApiError {
         e
     }
 
-    /// 503: the store is unavailable and the operation must not pretend.
-    pub fn unavailable(error: &StoreError) -> ApiError {
-        tracing::warn!(%error, "store unavailable");
+    /// 503 with `Retry-After: 1` (seconds): the store is unavailable and
+    /// the operation must not pretend. Not logged here: the decision
+    /// layer logs store errors, summarised.
+    pub fn unavailable(_error: &StoreError) -> ApiError {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store-unavailable",
             "Service Unavailable",
             "the rate-limit store is unavailable; try again shortly",
         )
+        .retry_after_secs(UNAVAILABLE_RETRY_AFTER_SECS)
     }
 
-    /// 500: a bug or a permanent store failure. The cause is logged, the
-    /// client gets a generic text.
+    /// 503 with `Retry-After: 1` (seconds): the service cannot serve this
+    /// now (not ready, shutting down, no metrics recorder).
+    pub fn service_unavailable(detail: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "Service Unavailable",
+            detail,
+        )
+        .retry_after_secs(UNAVAILABLE_RETRY_AFTER_SECS)
+    }
+
+    /// 500 for a permanent store failure, which the decision layer has
+    /// logged (summarised); the client gets a generic text.
+    pub fn store_failed() -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal Server Error",
+            "the server failed to handle the request",
+        )
+    }
+
+    fn retry_after_secs(mut self, secs: u64) -> ApiError {
+        self.headers
+            .push((header::RETRY_AFTER, HeaderValue::from(secs)));
+        self
+    }
+
+    /// 500: a bug. The cause is logged, the client gets a generic text.
     pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
         tracing::error!(%cause, "internal error");
         ApiError::new(
@@ -248,6 +282,11 @@ impl ApiError {
         };
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let mut response = (self.status, json).into_response();
+        // The status line says what the title says (hyper would send the
+        // `http` crate's older names: "Payload Too Large" for 413).
+        if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(self.title.as_bytes()) {
+            response.extensions_mut().insert(reason);
+        }
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
@@ -294,7 +333,7 @@ impl From<ratewarden_limiter::CheckError> for ApiError {
                 ApiError::not_found(format!("no policy is named '{name}'"))
             }
             CheckError::Unavailable(e) => ApiError::unavailable(&e),
-            CheckError::Failed(e) => ApiError::internal(&e),
+            CheckError::Failed(_) => ApiError::store_failed(),
         }
     }
 }

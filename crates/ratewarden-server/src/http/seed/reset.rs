@@ -84,7 +84,10 @@ pub async fn handle(
                 .await?
         }
     };
-    tracing::info!(%peer, user_id, endpoint = ?endpoint, deleted, "admin: counters reset");
+    let endpoint_shown = endpoint
+        .as_deref()
+        .map(|e| ratewarden_limiter::for_log(e.as_bytes()));
+    tracing::info!(%peer, user_id, endpoint = ?endpoint_shown, deleted, "admin: counters reset");
     Ok(Json(Reset {
         user_id,
         endpoint,

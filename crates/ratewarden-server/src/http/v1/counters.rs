@@ -61,7 +61,13 @@ pub async fn handle(
         .limiter
         .reset(&policy, KeyMatch::Exactly(&key))
         .await?;
-    tracing::info!(%peer, policy, %key, deleted, "admin: counters deleted");
+    tracing::info!(
+        %peer,
+        policy,
+        key = ratewarden_limiter::for_log(key.to_string().as_bytes()),
+        deleted,
+        "admin: counters deleted"
+    );
     Ok(Json(Deleted {
         policy,
         key: parts

@@ -1,0 +1,123 @@
+//! `GET /metrics`: the Prometheus text exposition of every metric the
+//! service records through the `metrics` facade (SPEC section 11).
+//!
+//! The recorder is process-global: [`install`] sets it up once, before
+//! the first [`ratewarden_limiter::Limiter`] registers its handles
+//! (handles registered with no recorder installed stay no-ops).
+//! Histograms (`*_duration_seconds`) are true Prometheus histograms with
+//! the buckets of [`DURATION_BUCKETS`], in seconds.
+
+use std::sync::OnceLock;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::http::problem::ApiError;
+use crate::state::AppState;
+
+/// The upper bounds of the duration histograms' buckets, in seconds:
+/// 50 µs to 2.5 s.
+pub const DURATION_BUCKETS: [f64; 15] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5,
+];
+
+static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the Prometheus recorder as the process's metrics recorder,
+/// once; later calls return the same handle. `None` when another
+/// recorder was installed first (then `/metrics` answers 503).
+pub fn install() -> Option<&'static PrometheusHandle> {
+    RECORDER
+        .get_or_init(|| {
+            let installed = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Suffix("_duration_seconds".into()),
+                    &DURATION_BUCKETS,
+                )
+                .and_then(PrometheusBuilder::install_recorder);
+            match installed {
+                Ok(handle) => {
+                    describe();
+                    Some(handle)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot install the Prometheus recorder; /metrics answers 503");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "ratewarden_decisions_total",
+        "Decisions by policy and outcome (allowed, denied, never, shadow_denied, failed_open)."
+    );
+    describe_histogram!(
+        "ratewarden_decision_duration_seconds",
+        Unit::Seconds,
+        "The time of a whole check, store included."
+    );
+    describe_histogram!(
+        "ratewarden_store_duration_seconds",
+        Unit::Seconds,
+        "The time of the store's atomic step of a check, by store."
+    );
+    describe_counter!(
+        "ratewarden_store_errors_total",
+        "Store calls that failed, by store."
+    );
+    describe_counter!(
+        "ratewarden_store_failures_total",
+        "Checks decided without the store, by handling (open: allowed; closed: refused)."
+    );
+    describe_counter!(
+        "ratewarden_config_reloads_total",
+        "Configuration reloads by result (ok, error)."
+    );
+    describe_gauge!(
+        "ratewarden_keys",
+        "Entries (keys with state, per policy) the store holds, where it can tell (memory)."
+    );
+    describe_counter!(
+        "ratewarden_admin_refusals_total",
+        "Refused admin requests, by reason."
+    );
+    describe_gauge!("ratewarden_connections", "Open client connections (HTTP).");
+    describe_counter!(
+        "ratewarden_connections_closed_total",
+        "Client connections ratewarden closed, by reason (header_timeout, idle_timeout, evicted, lingered)."
+    );
+    describe_gauge!(
+        "ratewarden_build_info",
+        "Always 1; the labels give the version."
+    );
+    metrics::gauge!("ratewarden_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// The exposition, `text/plain; version=0.0.4`. Updates the gauges read
+/// at scrape time (`ratewarden_keys`) first.
+pub async fn handle(State(state): State<AppState>) -> Response {
+    let Some(handle) = RECORDER.get().and_then(Option::as_ref) else {
+        return ApiError::service_unavailable("no metrics recorder is installed in this process")
+            .into_response();
+    };
+    let store = state.limiter.store().kind();
+    if let Some(entries) = state.limiter.store_entries().await {
+        metrics::gauge!("ratewarden_keys", "store" => store).set(entries as f64);
+    }
+    handle.run_upkeep();
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        handle.render(),
+    )
+        .into_response()
+}
