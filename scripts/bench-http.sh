@@ -121,7 +121,7 @@ for run in $(seq 1 "$runs"); do
   done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 base=$(echo "${results[bare]:-}" | median)
 post=$(echo "${results[bare_post]:-}" | median)
 echo "median req/s over $runs runs (wrk -t$threads -c$conns -d$duration):"

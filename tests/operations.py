@@ -205,6 +205,9 @@ def metrics_parse_and_move_with_traffic(binary, tmp):
         for name in ("ratewarden_store_errors_total", "ratewarden_config_reloads_total"):
             assert any(n.startswith(name.removesuffix("_total")) for n, _ in after) or True
         assert ("ratewarden_store_errors_total", frozenset({"store": "memory"}.items())) in after
+        for reason in ("header_timeout", "idle_timeout", "evicted", "lingered"):
+            assert ("ratewarden_connections_closed_total",
+                    frozenset({"reason": reason}.items())) in after, reason
         for (_, labels) in after:
             for _, value in labels:
                 assert "secret-key-value" not in value, labels
@@ -436,6 +439,13 @@ def refused_admin_attempts_are_counted_and_summarised(binary, tmp):
         assert not any("guess-" in line for line in logged), logged
         refused = sample(s.metrics(), "ratewarden_admin_refusals_total", reason="wrong")
         assert refused == 500, refused
+        # The burst stopped: its summary still comes, within a second of
+        # the 10-second interval's end (regression: it waited for the
+        # next refusal).
+        deadline = time.time() + 13
+        while not any("499 more" in line for line in s.text().splitlines()[lines_before:]):
+            assert time.time() < deadline, s.text()[-2000:]
+            time.sleep(0.2)
     finally:
         s.stop()
 

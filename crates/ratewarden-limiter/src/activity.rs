@@ -120,9 +120,11 @@ pub struct DeniedKey {
     pub policy: Arc<str>,
     /// The key.
     pub key: Key,
-    /// Denials counted (space-saving: an over-estimate by at most the
-    /// count of the key it replaced).
+    /// Denials counted (space-saving: at least the true count).
     pub denied: u64,
+    /// How much `denied` may exceed the true count: the count the key
+    /// inherited when it took another's place.
+    pub overestimate: u64,
 }
 
 #[derive(Debug, Default)]
@@ -136,8 +138,9 @@ struct Ring {
 
 #[derive(Debug, Default)]
 struct TopKeys {
-    current: HashMap<(Arc<str>, Key), u64>,
-    previous: HashMap<(Arc<str>, Key), u64>,
+    /// (count, inherited over-estimate) per key.
+    current: HashMap<(Arc<str>, Key), (u64, u64)>,
+    previous: HashMap<(Arc<str>, Key), (u64, u64)>,
     generation_buckets: usize,
 }
 
@@ -172,24 +175,24 @@ impl Activity {
             return;
         };
         let id = (Arc::clone(policy), key.clone());
-        if let Some(n) = top.current.get_mut(&id) {
+        if let Some((n, _)) = top.current.get_mut(&id) {
             *n += 1;
             return;
         }
         if top.current.len() < TRACKED_KEYS {
-            top.current.insert(id, 1);
+            top.current.insert(id, (1, 0));
             return;
         }
         // Space-saving: the new key takes the place of the least counted,
-        // inheriting its count.
+        // inheriting its count as its possible over-estimate.
         let least = top
             .current
             .iter()
-            .min_by_key(|(_, n)| **n)
-            .map(|(k, n)| (k.clone(), *n));
+            .min_by_key(|(_, (n, _))| *n)
+            .map(|(k, (n, _))| (k.clone(), *n));
         if let Some((old, n)) = least {
             top.current.remove(&old);
-            top.current.insert(id, n + 1);
+            top.current.insert(id, (n + 1, n));
         }
     }
 
@@ -229,16 +232,19 @@ impl Activity {
     /// denied first.
     pub fn most_denied(&self, n: usize) -> Vec<DeniedKey> {
         let top = self.top.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut merged: HashMap<&(Arc<str>, Key), u64> = HashMap::new();
-        for (id, count) in top.previous.iter().chain(&top.current) {
-            *merged.entry(id).or_default() += count;
+        let mut merged: HashMap<&(Arc<str>, Key), (u64, u64)> = HashMap::new();
+        for (id, (count, over)) in top.previous.iter().chain(&top.current) {
+            let entry = merged.entry(id).or_default();
+            entry.0 += count;
+            entry.1 += over;
         }
         let mut keys: Vec<DeniedKey> = merged
             .into_iter()
-            .map(|((policy, key), denied)| DeniedKey {
+            .map(|((policy, key), (denied, overestimate))| DeniedKey {
                 policy: Arc::clone(policy),
                 key: key.clone(),
                 denied,
+                overestimate,
             })
             .collect();
         keys.sort_by(|a, b| {
@@ -333,6 +339,10 @@ mod tests {
         let top = activity.most_denied(3);
         assert_eq!(top[0].key, heavy);
         assert!(top[0].denied >= (TRACKED_KEYS * 3) as u64);
+        assert_eq!(
+            top[0].denied - top[0].overestimate,
+            (TRACKED_KEYS * 3) as u64
+        );
     }
 
     #[test]

@@ -45,7 +45,9 @@
 //! # Metrics
 //! Through the `metrics` facade (free when no recorder is installed):
 //! `ratewarden_decisions_total{policy, outcome}` with outcome `allowed`,
-//! `denied`, `never`, `shadow_denied` or `failed_open`;
+//! `denied`, `never`, `shadow_denied` or `failed_open` (a check of a
+//! batch that another policy denied was not charged and is not counted
+//! for its own policy);
 //! `ratewarden_decision_duration_seconds` (a whole check, in seconds);
 //! `ratewarden_store_duration_seconds{store}` (the store's atomic step,
 //! in seconds); `ratewarden_store_errors_total{store}`;

@@ -309,6 +309,12 @@ impl Limiter {
         &self.activity
     }
 
+    /// Logs the store-error summary that is due ([`LogSummary::tick`]);
+    /// the service calls it every second.
+    pub fn tick_logs(&self) {
+        self.store_errors.tick();
+    }
+
     /// Whether the last store call failed.
     pub fn store_failing(&self) -> bool {
         self.store_errors.failing()
@@ -408,8 +414,14 @@ impl Limiter {
                     "a shadow policy would have denied a request"
                 );
             }
-            if !r.decision.allowed() {
+            if !r.decision.allowed() && !r.shadow_denied {
                 self.activity.denied(&r.policy.policy.name, check.key);
+            }
+            // A check its policy allowed in a batch another policy denied
+            // was not charged: not an `allowed` decision of its policy.
+            let uncharged = !allowed && r.decision.allowed() && !r.shadow_denied;
+            if uncharged {
+                continue;
             }
             if let Some(m) = active.meters.of(r.policy.name()) {
                 let t = &m.totals;

@@ -112,13 +112,37 @@ impl LogSummary {
             return;
         }
         let mut w = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(started) = w.started else {
-            return;
-        };
-        self.flush(&mut w, started.elapsed());
+        if let Some(started) = w.started {
+            self.flush(&mut w, started.elapsed());
+        }
         tracing::info!(errors = w.total, "{}: recovered", self.what);
         *w = Window::default();
         self.failing.store(false, Ordering::Release);
+    }
+
+    /// Logs what is due without waiting for the next error: the summary
+    /// of an interval that has passed, and the end of a run that has been
+    /// quiet for an interval (the next error is then logged in full).
+    /// Call it about every second.
+    pub fn tick(&self) {
+        if !self.failing.load(Ordering::Acquire) {
+            return;
+        }
+        let now = Instant::now();
+        let mut w = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(started) = w.started else {
+            return;
+        };
+        let quiet = w
+            .last_at
+            .is_none_or(|at| now.duration_since(at) >= self.every);
+        if quiet {
+            self.flush(&mut w, now.duration_since(started));
+            w.started = None;
+        } else if now.duration_since(started) >= self.every {
+            self.flush(&mut w, now.duration_since(started));
+            w.started = Some(now);
+        }
     }
 
     /// Whether the last operation failed.

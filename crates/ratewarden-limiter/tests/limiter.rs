@@ -226,3 +226,47 @@ async fn repeated_checks_of_one_counter_count_together_and_costs_add() {
     );
     assert!(limiter.check(&[]).await.unwrap().allowed);
 }
+
+/// Regression (a new-user trial): a check its own policy allowed, in a
+/// batch another policy denied, was counted as `allowed` although nothing
+/// was charged; and shadow denials showed among the most-denied keys.
+#[tokio::test]
+async fn counts_follow_what_was_charged_and_shadow_denials_are_not_denied_keys() {
+    let mut shadow = def("dry", Algorithm::FixedWindow, 0, FailureMode::Open);
+    shadow.policy.mode = ratewarden_core::Mode::Shadow;
+    let (limiter, clock) = limiter(vec![
+        def("user", Algorithm::SlidingLog, 5, FailureMode::Open),
+        def("global", Algorithm::FixedWindow, 1, FailureMode::Open),
+        shadow,
+    ]);
+    let (alice, all) = (key("alice"), key("all"));
+    for _ in 0..3 {
+        limiter
+            .check(&[
+                Check::one("user", &alice),
+                Check::one("global", &all),
+                Check::one("dry", &alice),
+            ])
+            .await
+            .unwrap();
+    }
+    let buckets = limiter
+        .activity()
+        .buckets(ratewarden_core::Clock::now(&clock));
+    let counts = |name: &str| {
+        buckets
+            .last()
+            .unwrap()
+            .policies
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, c)| *c)
+            .unwrap()
+    };
+    assert_eq!((counts("user").allowed, counts("user").denied), (1, 0));
+    assert_eq!((counts("global").allowed, counts("global").denied), (1, 2));
+    assert_eq!(counts("dry").shadow_denied, 3);
+    let top = limiter.activity().most_denied(10);
+    assert_eq!(top.len(), 1, "{top:?}");
+    assert_eq!((top[0].policy.as_ref(), top[0].denied), ("global", 2));
+}

@@ -257,6 +257,7 @@ impl Application {
         let activity = tokio::spawn(
             Arc::clone(limiter.activity()).run_until(Arc::clone(limiter.clock()), stop.clone()),
         );
+        let summaries = tokio::spawn(tick_logs(Arc::clone(&limiter), stop.clone()));
         let store = Arc::clone(limiter.store());
         // Cancelled by the signal, or by a server that ends on its own;
         // `/readyz` answers 503 from then on.
@@ -313,9 +314,25 @@ impl Application {
         stop.cancel();
         let _ = pruning.await;
         let _ = activity.await;
+        let _ = summaries.await;
         store.close().await;
         tracing::info!("stopped");
         served
+    }
+}
+
+/// Logs the summaries of repeated errors that are due, every second, so
+/// that a burst that stops is summarised without waiting for the next.
+async fn tick_logs(limiter: Arc<Limiter>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                limiter.tick_logs();
+                http::admin::tick_logs();
+            }
+            () = stop.cancelled() => return,
+        }
     }
 }
 

@@ -22,6 +22,12 @@ pub const REFUSAL_SUMMARY: Duration = Duration::from_secs(10);
 static REFUSALS: LazyLock<LogSummary> =
     LazyLock::new(|| LogSummary::new("admin request refused", REFUSAL_SUMMARY));
 
+/// Logs the refusal summary that is due ([`LogSummary::tick`]); the
+/// service calls it every second.
+pub fn tick_logs() {
+    REFUSALS.tick();
+}
+
 /// `Ok` when the request carries the admin key; else 403, logged with the
 /// client's address, the action tried and why it was refused.
 ///

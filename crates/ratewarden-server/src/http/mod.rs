@@ -28,7 +28,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::response::IntoResponse;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -69,7 +69,7 @@ pub fn router(state: AppState) -> Router {
         // summarised, and bugs are logged where they happen).
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(DefaultMakeSpan::new().level(Level::DEBUG))
+                .make_span_with(access_span)
                 .on_request(())
                 .on_response(DefaultOnResponse::new().level(Level::DEBUG))
                 .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
@@ -91,6 +91,19 @@ pub fn routes_and_api() -> OpenApiRouter<AppState> {
         .routes(routes!(v1::counters::handle))
         .routes(routes!(v1::policies::handle))
         .routes(routes!(envoy::handle))
+}
+
+/// The span of one request in the debug access log: the method, the path
+/// and the query, each cut to 64 characters and escaped (a query may
+/// carry a key).
+fn access_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let uri = request.uri();
+    tracing::debug_span!(
+        "request",
+        method = %request.method(),
+        path = ratewarden_limiter::for_log(uri.path().as_bytes()),
+        query = uri.query().map(|q| ratewarden_limiter::for_log(q.as_bytes())),
+    )
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {

@@ -149,10 +149,14 @@ pub struct LatencyPoint {
 pub struct TopKey {
     /// The policy that denied it.
     pub policy: String,
-    /// The key (its parts joined by `:`, invalid UTF-8 replaced).
+    /// The key: its parts, each cut to 64 characters and escaped
+    /// ([`ratewarden_limiter::for_log`]), joined by ` · `.
     pub key: String,
-    /// Denials counted.
+    /// Denials counted: an estimate, at least the true count.
     pub denied: u64,
+    /// At most the true count (`denied` less the count the key inherited
+    /// when it replaced another in the table).
+    pub at_least: u64,
 }
 
 /// `GET /dashboard/data`: the figures. The most-denied keys only with
@@ -199,10 +203,11 @@ pub async fn data(
                 key: k
                     .key
                     .parts()
-                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .map(ratewarden_limiter::for_log)
                     .collect::<Vec<_>>()
-                    .join(":"),
+                    .join(" · "),
                 denied: k.denied,
+                at_least: k.denied - k.overestimate,
             })
             .collect()
     });

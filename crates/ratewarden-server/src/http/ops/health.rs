@@ -37,7 +37,9 @@ pub async fn ready(State(state): State<AppState>) -> Response {
         }))
         .into_response(),
         Ok(Err(e)) => {
-            ApiError::service_unavailable(format!("the {store} store cannot answer: {e}"))
+            let cause =
+                std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
+            ApiError::service_unavailable(format!("the {store} store cannot answer: {cause}"))
                 .into_response()
         }
         Err(_) => ApiError::service_unavailable(format!(

@@ -98,6 +98,17 @@ fn describe() {
         "Always 1; the labels give the version."
     );
     metrics::gauge!("ratewarden_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    // Series that only move on rare events exist from the start, at 0,
+    // so that rates and alerts on them work before the first event.
+    for result in ["ok", "error"] {
+        metrics::counter!("ratewarden_config_reloads_total", "result" => result).absolute(0);
+    }
+    for reason in ["not_configured", "missing", "several", "wrong"] {
+        metrics::counter!("ratewarden_admin_refusals_total", "reason" => reason).absolute(0);
+    }
+    for reason in ["header_timeout", "idle_timeout", "evicted", "lingered"] {
+        metrics::counter!("ratewarden_connections_closed_total", "reason" => reason).absolute(0);
+    }
 }
 
 /// The exposition, `text/plain; version=0.0.4`. Updates the gauges read
