@@ -97,6 +97,14 @@
 //! [`redis::aio::ConnectionManager`], which reconnects by itself after
 //! Redis comes back.
 //!
+//! While Redis is down, a call would wait for the whole timeout (the
+//! connection manager retries inside it): after [`BREAKER_FAILURES`]
+//! unavailable calls in a row, calls fail at once for [`BREAKER_PAUSE`];
+//! then one call tries Redis again while the others keep failing fast,
+//! and its answer closes the breaker or opens it for another pause. A
+//! dead Redis so costs a request microseconds, not the timeout, and one
+//! request per pause pays for the probe.
+//!
 //! # Layout
 //! - `config.rs`: [`RedisConfig`] (redacted `Display`), [`RedisConfigError`].
 //! - `keys.rs`: key names and the reset pattern.
@@ -125,8 +133,9 @@ mod sliding_window;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ratewarden_core::{
@@ -140,6 +149,71 @@ pub use clock::RedisClock;
 pub use config::{RedisConfig, RedisConfigError};
 use scripts::Scripts;
 
+/// Unavailable calls in a row after which calls fail fast.
+pub const BREAKER_FAILURES: u32 = 3;
+
+/// How long calls fail fast before one tries Redis again.
+pub const BREAKER_PAUSE: Duration = Duration::from_millis(250);
+
+/// Fail fast while Redis is known to be down (see the crate docs).
+#[derive(Debug, Default)]
+struct Breaker {
+    failures: AtomicU32,
+    /// Until when calls fail fast, in nanoseconds since [`EPOCH`]; 0: closed.
+    open_until: AtomicU64,
+}
+
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn nanos_now() -> u64 {
+    u64::try_from(EPOCH.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Breaker {
+    /// `Err` with the time left when the call must fail fast.
+    fn admit(&self) -> Result<(), Duration> {
+        let until = self.open_until.load(Ordering::Acquire);
+        if until == 0 {
+            return Ok(());
+        }
+        let now = nanos_now();
+        if now < until {
+            return Err(Duration::from_nanos(until - now));
+        }
+        // The pause is over: one call tries, the others keep failing fast.
+        let next = now.saturating_add(duration_nanos(BREAKER_PAUSE)).max(1);
+        match self
+            .open_until
+            .compare_exchange(until, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(_) => Err(BREAKER_PAUSE),
+        }
+    }
+
+    fn succeeded(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0
+            || self.open_until.load(Ordering::Relaxed) != 0
+        {
+            self.failures.store(0, Ordering::Relaxed);
+            self.open_until.store(0, Ordering::Release);
+        }
+    }
+
+    fn failed(&self) {
+        if self.failures.fetch_add(1, Ordering::AcqRel) + 1 >= BREAKER_FAILURES {
+            let next = nanos_now()
+                .saturating_add(duration_nanos(BREAKER_PAUSE))
+                .max(1);
+            self.open_until.store(next, Ordering::Release);
+        }
+    }
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The Redis store. Cheap to share behind an `Arc`; see the crate docs for
 /// its consistency promise.
 pub struct RedisStore {
@@ -151,6 +225,7 @@ pub struct RedisStore {
     /// Random per store, so sliding-log members of two instances differ.
     instance: u64,
     requests: AtomicU64,
+    breaker: Breaker,
 }
 
 impl RedisStore {
@@ -171,6 +246,7 @@ impl RedisStore {
             closed: AtomicBool::new(false),
             instance: rand::random(),
             requests: AtomicU64::new(0),
+            breaker: Breaker::default(),
         })
     }
 
@@ -230,17 +306,30 @@ impl RedisStore {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
+        if let Err(left) = self.breaker.admit() {
+            return Err(StoreError::Unavailable(format!(
+                "Redis is unavailable: failing fast for {} ms more after \
+                 {BREAKER_FAILURES} or more failed calls in a row",
+                left.as_millis()
+            )));
+        }
         let timeout = self.config.timeout();
         let work = async {
             let con = self.connection().await.map_err(redis_error)?;
             op(con).await
         };
-        match tokio::time::timeout(timeout, work).await {
+        let result = match tokio::time::timeout(timeout, work).await {
             Ok(result) => result,
             Err(_) => Err(StoreError::Unavailable(format!(
                 "Redis did not answer within {timeout:?}"
             ))),
+        };
+        match &result {
+            Ok(_) => self.breaker.succeeded(),
+            Err(e) if e.is_transient() => self.breaker.failed(),
+            Err(_) => {}
         }
+        result
     }
 
     /// Redis's own clock (`TIME`), for [`RedisClock`].

@@ -272,3 +272,48 @@ fn decimal_arithmetic_in_lua_is_exact_past_2_pow_53() {
         }
     }
 }
+
+/// Regression (issue 9's trial): while Redis was down every call waited
+/// for the whole timeout (100 ms), so a fail-open service paid it on
+/// every request. After a few failures in a row, calls fail at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_redis_fails_fast_after_a_few_calls_and_recovers() {
+    let mut server = RedisServer::start();
+    let config = RedisConfig::from_url(&server.url())
+        .unwrap()
+        .with_key_prefix(&fresh_prefix())
+        .unwrap();
+    let store = RedisStore::connect(config).await.unwrap();
+    let p = policy(Algorithm::FixedWindow, 5, Duration::from_secs(60));
+    let key = Key::single("breaker").unwrap();
+    assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+    server.kill();
+    for _ in 0..ratewarden_redis::BREAKER_FAILURES {
+        assert!(acquire(&store, &p, &key, T0, 1).await.is_err());
+    }
+    let started = Instant::now();
+    let mut fast = 0;
+    for _ in 0..50 {
+        match acquire(&store, &p, &key, T0, 1).await {
+            Err(StoreError::Unavailable(m)) if m.contains("failing fast") => fast += 1,
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("while Redis is down: {other:?}"),
+        }
+    }
+    // At most one probe per pause pays the timeout.
+    assert!(fast >= 48, "{fast} of 50 failed fast");
+    assert!(
+        started.elapsed() < RedisConfig::DEFAULT_TIMEOUT * 5,
+        "50 calls took {:?}",
+        started.elapsed()
+    );
+    server.restart();
+    let restarted = Instant::now();
+    while acquire(&store, &p, &key, T0 + SEC, 1).await.is_err() {
+        assert!(
+            restarted.elapsed() < Duration::from_secs(2),
+            "still failing after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

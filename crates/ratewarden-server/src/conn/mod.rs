@@ -255,10 +255,10 @@ impl Registry {
         self.shared.changed.notify_waiters();
     }
 
-    /// Open connections that are not already closing for an eviction.
-    fn staying(&self) -> usize {
+    /// Open connections, and those of them not closing for an eviction.
+    fn counts(&self) -> (usize, usize) {
         let slots = self.lock();
-        slots.open.len() - slots.evicting
+        (slots.open.len(), slots.open.len() - slots.evicting)
     }
 
     /// Asks the oldest connection without a request in progress to close;
@@ -376,11 +376,15 @@ pub async fn serve(
 /// How often repeated accept errors are logged.
 const ACCEPT_SUMMARY: Duration = Duration::from_secs(10);
 
-/// Waits until fewer than `max` connections stay open, evicting the
-/// oldest idle one when at the maximum; false when `stop` came first.
+/// Waits until fewer than `max` connections are open (those closing for
+/// an eviction included, so descriptors stay within the reserve),
+/// evicting the oldest idle one when as many as `max` stay; false when
+/// `stop` came first. While every connection has a request in progress,
+/// new ones wait in the kernel's backlog.
 async fn make_room(registry: &Registry, max: usize, stop: &CancellationToken) -> bool {
     loop {
-        if registry.staying() < max {
+        let (open, staying) = registry.counts();
+        if open < max {
             registry.shared.full.store(false, Ordering::Release);
             return true;
         }
@@ -388,17 +392,16 @@ async fn make_room(registry: &Registry, max: usize, stop: &CancellationToken) ->
         let changed = registry.shared.changed.notified();
         let mut changed = std::pin::pin!(changed);
         changed.as_mut().enable();
-        if registry.evict_oldest_idle() {
-            // The evicted connection closes at its next poll: wait for it
-            // briefly, so that descriptors stay within the reserve.
-            let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
-            registry.shared.full.store(false, Ordering::Release);
-            return true;
+        if staying >= max {
+            // Closes at its next poll (or after its answer, when a
+            // request raced the eviction).
+            registry.evict_oldest_idle();
         }
-        // Every connection has a request in progress: accept when one
-        // ends (the kernel's backlog holds the new ones meanwhile).
         tokio::select! {
             () = changed => {}
+            // A connection that became idle without a notification (none
+            // is sent unless the acceptor waits) is found on the next turn.
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
             () = stop.cancelled() => return false,
         }
     }
