@@ -76,17 +76,18 @@ pub fn filter(value: Option<&str>) -> Result<EnvFilter, String> {
         .map_err(|e| bad(e.to_string()))
 }
 
-/// The format of `value` (`text` when unset or empty).
+/// The format of `value`, in any case (`text` when unset or empty).
 ///
 /// # Errors
 /// As [`init`].
 pub fn format(value: Option<&str>) -> Result<LogFormat, String> {
-    match value.map(str::trim) {
+    match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("" | "text") => Ok(LogFormat::Text),
         Some("json") => Ok(LogFormat::Json),
-        Some(other) => Err(format!(
-            "invalid value '{other}' in the environment variable {LOG_FORMAT_ENV}: \
-             write text or json"
+        Some(_) => Err(format!(
+            "invalid value '{}' in the environment variable {LOG_FORMAT_ENV}: \
+             write text or json",
+            value.unwrap_or_default()
         )),
     }
 }
@@ -108,6 +109,7 @@ mod tests {
         );
         assert!(filter(Some("info,x=lots")).is_err());
         assert_eq!(format(Some("json")), Ok(LogFormat::Json));
+        assert_eq!(format(Some(" JSON ")), Ok(LogFormat::Json));
         assert_eq!(format(None), Ok(LogFormat::Text));
         let e = format(Some("yaml")).err().unwrap_or_default();
         assert!(
