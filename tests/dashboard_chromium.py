@@ -48,6 +48,8 @@ from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
+from blackbox import free_port
+
 ADMIN_KEY = "dashboard-admin-key"
 PING_LIMIT = 5
 CLIENT_KEYS = [f"user-{n}" for n in range(1, 5)]
@@ -60,12 +62,6 @@ TRIES = 5
 # A 1280 × 1000 screenshot of an empty page is about 5 KB.
 MIN_SCREENSHOT_BYTES = 20_000
 CHROMIUM_NAMES = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(text: str, lines: int = 15) -> str:

@@ -42,6 +42,8 @@ from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from google.protobuf import wrappers_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from blackbox import free_port, start_redis
+
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "envoy" / "reference"
 
@@ -58,12 +60,6 @@ descriptors:
   - key: burst
     rate_limit: {requests_per_unit: 60, window: 1h, algorithm: gcra, burst: 2}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def example_without_unimplemented() -> str:
@@ -438,20 +434,6 @@ def redis_down_is_not_serving(s: Server, redis: subprocess.Popen, port: int) -> 
     redis = start_redis(port)
     s.wait_for_health(health_pb2.HealthCheckResponse.SERVING, seconds=5)
     return redis
-
-
-def start_redis(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"redis-server did not start on port {port}")
 
 
 def run_store(binary: str, store: str) -> int:

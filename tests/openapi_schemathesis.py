@@ -20,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from blackbox import free_port
+
 ADMIN_KEY = "schemathesis-admin-key"
 
 # Generous limits, so that generated requests reach the logic instead of
@@ -70,12 +72,6 @@ descriptors:
   - key: tight
     rate_limit: {unit: hour, requests_per_unit: 1}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until_up(base: str, proc: subprocess.Popen, log: Path) -> None:

@@ -49,13 +49,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from blackbox import free_port, start_redis
+
 ADMIN_KEY = "ops-admin-key"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -131,20 +127,6 @@ class Server:
 
 def sample(samples, name, **labels):
     return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def start_redis(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"redis-server did not start on port {port}")
 
 
 def stop_redis(proc: subprocess.Popen) -> None:

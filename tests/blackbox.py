@@ -1,0 +1,30 @@
+"""What the black-box tests in tests/ share: free loopback ports and a
+redis-server of their own (never one the user runs)."""
+
+import socket
+import subprocess
+import time
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(port: int) -> subprocess.Popen:
+    """Debian's redis-server on 127.0.0.1:`port`, without persistence,
+    once it accepts connections (at most 10 s)."""
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit(f"redis-server did not start on port {port}")
