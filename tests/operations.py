@@ -83,6 +83,8 @@ class Server:
             except OSError:
                 pass
             time.sleep(0.05)
+        self.proc.kill()
+        self.proc.wait(timeout=10)
         raise AssertionError(f"ratewarden did not answer /healthz:\n{self.text()}")
 
     def request(self, method, path, body=None, headers=None, timeout=5):
