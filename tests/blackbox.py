@@ -28,3 +28,19 @@ def start_redis(port: int) -> subprocess.Popen:
             time.sleep(0.05)
     proc.kill()
     raise SystemExit(f"redis-server did not start on port {port}")
+
+
+def stop_server(proc: subprocess.Popen, log, seconds: float = 15) -> None:
+    """SIGTERM to a `ratewarden serve`, then wait `seconds` for it; kills
+    it and fails when it does not stop in time. Closes its log file."""
+    try:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"ratewarden did not stop within {seconds} s of SIGTERM")
+    finally:
+        log.close()

@@ -48,7 +48,7 @@ from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
-from blackbox import free_port
+from blackbox import free_port, stop_server
 
 ADMIN_KEY = "dashboard-admin-key"
 PING_LIMIT = 5
@@ -88,7 +88,8 @@ class Server:
             env=env, stdout=subprocess.DEVNULL, stderr=self.log)
 
     def text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text()
 
     def wait_until_healthy(self, seconds: float = 20) -> None:
@@ -118,16 +119,7 @@ class Server:
             return e.code, e.headers, e.read()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                self.log.close()
-                raise AssertionError("ratewarden did not stop within 15 s of SIGTERM")
-        self.log.close()
+        stop_server(self.proc, self.log)
         if self.proc.returncode not in (0, -signal.SIGTERM):
             raise AssertionError(f"ratewarden exited with {self.proc.returncode}:\n{self.text()}")
 

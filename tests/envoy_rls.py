@@ -42,7 +42,7 @@ from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from google.protobuf import wrappers_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from blackbox import free_port, start_redis
+from blackbox import free_port, start_redis, stop_server
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "envoy" / "reference"
@@ -150,7 +150,8 @@ class Server:
             return e.code, e.headers.get("Content-Type"), json.loads(e.read())
 
     def text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text()
 
     def wait_for_log(self, needle: str, seconds: float = 3) -> None:
@@ -163,14 +164,7 @@ class Server:
 
     def stop(self) -> None:
         self.channel.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError("ratewarden did not stop within 15 s of SIGTERM")
-        finally:
-            self.log.close()
+        stop_server(self.proc, self.log)
         if self.proc.returncode not in (0, -15):
             raise AssertionError(f"ratewarden exited with {self.proc.returncode}:\n{self.text()}")
 

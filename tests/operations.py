@@ -49,7 +49,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from blackbox import free_port, start_redis
+from blackbox import free_port, start_redis, stop_server
 
 ADMIN_KEY = "ops-admin-key"
 
@@ -113,18 +113,12 @@ class Server:
         return samples
 
     def text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError("ratewarden did not stop within 20 s of SIGTERM")
-        finally:
-            self.log.close()
+        stop_server(self.proc, self.log, seconds=20)
 
 
 def sample(samples, name, **labels):
@@ -440,7 +434,7 @@ def json_logs_are_one_object_per_line(binary, tmp):
         ping(s, "a")
     finally:
         s.stop()
-    lines = s.log_path.read_text().splitlines()
+    lines = s.text().splitlines()
     assert len(lines) >= 2, lines
     for line in lines:
         record = json.loads(line)

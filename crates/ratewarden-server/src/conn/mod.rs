@@ -1,5 +1,5 @@
-//! Serving HTTP/1.1 connections under the connection rules of SPEC
-//! section 11: a header read timeout (408), an idle keep-alive timeout, a
+//! Serving HTTP/1.1 connections under the connection rules of README's
+//! "Hardening" section: a header read timeout (408), an idle keep-alive timeout, a
 //! maximum of open connections at which the oldest one without a request
 //! in progress is closed to make room, a lingering close, and an answer
 //! to every request that was counted, also to a client that half-closed

@@ -1,5 +1,5 @@
 //! `GET /metrics`: the Prometheus text exposition of every metric the
-//! service records through the `metrics` facade (SPEC section 11).
+//! service records through the `metrics` facade (README, "Monitoring").
 //!
 //! The recorder is process-global: [`install`] sets it up once, before
 //! the first [`ratewarden_limiter::Limiter`] registers its handles
