@@ -107,8 +107,8 @@ struct LatencyTotals {
 pub struct Bucket {
     /// When the bucket started.
     pub at: Timestamp,
-    /// Decisions per policy name, in no order.
-    pub policies: Vec<(Arc<str>, Counts)>,
+    /// Decisions per policy name.
+    pub policies: HashMap<Arc<str>, Counts>,
     /// The store's latency.
     pub store: Latency,
 }
@@ -142,6 +142,10 @@ struct TopKeys {
     current: HashMap<(Arc<str>, Key), (u64, u64)>,
     previous: HashMap<(Arc<str>, Key), (u64, u64)>,
     generation_buckets: usize,
+}
+
+fn millis(nanos: u64) -> f64 {
+    nanos as f64 / 1e6
 }
 
 /// The recent activity of one limiter.
@@ -198,14 +202,14 @@ impl Activity {
 
     /// Closes the current bucket at `now`.
     pub fn close_bucket(&self, now: Timestamp) {
-        let bucket = self.current(now);
         let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        ring.base = self.snapshot();
-        ring.base_latency = (
-            self.latency.count.load(Ordering::Relaxed),
-            self.latency.sum_nanos.load(Ordering::Relaxed),
-        );
-        self.latency.max_nanos.store(0, Ordering::Relaxed);
+        // One reading of the totals ends this bucket and starts the next:
+        // nothing counted in between is lost.
+        let (mut bucket, totals, latency) = self.current(&ring, now);
+        let max = self.latency.max_nanos.swap(0, Ordering::Relaxed);
+        bucket.store.max_ms = millis(max);
+        ring.base = totals;
+        ring.base_latency = latency;
         ring.current_since = Some(now);
         ring.closed.push_back(bucket);
         while ring.closed.len() > BUCKETS {
@@ -223,8 +227,8 @@ impl Activity {
     /// The closed buckets, oldest first, then the current one (from its
     /// start to `now`).
     pub fn buckets(&self, now: Timestamp) -> Vec<Bucket> {
-        let current = self.current(now);
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let (current, _, _) = self.current(&ring, now);
         ring.closed.iter().cloned().chain([current]).collect()
     }
 
@@ -264,28 +268,28 @@ impl Activity {
             .collect()
     }
 
-    fn current(&self, now: Timestamp) -> Bucket {
+    /// The current bucket (from its start to `now`), with the totals and
+    /// the store calls' (count, sum) it was read from.
+    fn current(
+        &self,
+        ring: &Ring,
+        now: Timestamp,
+    ) -> (Bucket, HashMap<Arc<str>, Counts>, (u64, u64)) {
         let totals = self.snapshot();
-        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let policies = totals
-            .into_iter()
+            .iter()
             .map(|(name, counts)| {
-                let base = ring.base.get(&name).copied().unwrap_or_default();
-                (name, counts.minus(base))
+                let base = ring.base.get(name).copied().unwrap_or_default();
+                (Arc::clone(name), counts.minus(base))
             })
             .collect();
-        let count = self
-            .latency
-            .count
-            .load(Ordering::Relaxed)
-            .saturating_sub(ring.base_latency.0);
-        let sum = self
-            .latency
-            .sum_nanos
-            .load(Ordering::Relaxed)
-            .saturating_sub(ring.base_latency.1);
-        let ms = |nanos: u64| nanos as f64 / 1e6;
-        Bucket {
+        let latency = (
+            self.latency.count.load(Ordering::Relaxed),
+            self.latency.sum_nanos.load(Ordering::Relaxed),
+        );
+        let count = latency.0.saturating_sub(ring.base_latency.0);
+        let sum = latency.1.saturating_sub(ring.base_latency.1);
+        let bucket = Bucket {
             at: ring.current_since.unwrap_or(now),
             policies,
             store: Latency {
@@ -293,11 +297,12 @@ impl Activity {
                 mean_ms: if count == 0 {
                     0.0
                 } else {
-                    ms(sum) / count as f64
+                    millis(sum) / count as f64
                 },
-                max_ms: ms(self.latency.max_nanos.load(Ordering::Relaxed)),
+                max_ms: millis(self.latency.max_nanos.load(Ordering::Relaxed)),
             },
-        }
+        };
+        (bucket, totals, latency)
     }
 
     /// Closes a bucket every [`BUCKET`] until `stop`.
@@ -355,8 +360,8 @@ mod tests {
         t.allowed.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
         let buckets = activity.buckets(Timestamp::from_unix_nanos(20));
         assert_eq!(buckets.len(), 2);
-        assert_eq!(buckets[0].policies[0].1.allowed, 5);
-        assert_eq!(buckets[1].policies[0].1.allowed, 2);
+        assert_eq!(buckets[0].policies["p"].allowed, 5);
+        assert_eq!(buckets[1].policies["p"].allowed, 2);
         assert_eq!(buckets[1].at, Timestamp::from_unix_nanos(10));
     }
 }

@@ -12,7 +12,7 @@ use ratewarden_core::{
 
 use crate::activity::Activity;
 use crate::log::LogSummary;
-use crate::meters::Meters;
+use crate::meters::{Counted, Meters};
 use crate::policy::{Changes, FailureMode, PolicyDef, PolicySet};
 use crate::prune::Pruner;
 
@@ -424,28 +424,12 @@ impl Limiter {
                 continue;
             }
             if let Some(m) = active.meters.of(r.policy.name()) {
-                let t = &m.totals;
-                let one = |c: &std::sync::atomic::AtomicU64| {
-                    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                };
-                match r.decision.outcome {
-                    _ if r.shadow_denied => {
-                        m.shadow_denied.increment(1);
-                        one(&t.shadow_denied);
-                    }
-                    CoreOutcome::Allowed => {
-                        m.allowed.increment(1);
-                        one(&t.allowed);
-                    }
-                    CoreOutcome::Denied { .. } => {
-                        m.denied.increment(1);
-                        one(&t.denied);
-                    }
-                    CoreOutcome::Never => {
-                        m.never.increment(1);
-                        one(&t.denied);
-                    }
-                }
+                m.record(match r.decision.outcome {
+                    _ if r.shadow_denied => Counted::ShadowDenied,
+                    CoreOutcome::Allowed => Counted::Allowed,
+                    CoreOutcome::Denied { .. } => Counted::Denied,
+                    CoreOutcome::Never => Counted::Never,
+                });
             }
         }
         active
@@ -550,10 +534,7 @@ fn failed(
         .iter()
         .map(|def| {
             if let Some(m) = meters.of(def.name()) {
-                m.failed_open.increment(1);
-                m.totals
-                    .failed_open
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                m.record(Counted::FailedOpen);
             }
             CheckResult {
                 decision: Decision {

@@ -25,7 +25,31 @@ pub(crate) struct PolicyMeters {
     pub(crate) totals: Arc<PolicyTotals>,
 }
 
+/// What a check counts as, for its policy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Counted {
+    Allowed,
+    Denied,
+    Never,
+    ShadowDenied,
+    FailedOpen,
+}
+
 impl PolicyMeters {
+    /// Counts one check in the metric and in the dashboard's totals (a
+    /// `never` is a denial there).
+    pub(crate) fn record(&self, counted: Counted) {
+        let (counter, total) = match counted {
+            Counted::Allowed => (&self.allowed, &self.totals.allowed),
+            Counted::Denied => (&self.denied, &self.totals.denied),
+            Counted::Never => (&self.never, &self.totals.denied),
+            Counted::ShadowDenied => (&self.shadow_denied, &self.totals.shadow_denied),
+            Counted::FailedOpen => (&self.failed_open, &self.totals.failed_open),
+        };
+        counter.increment(1);
+        total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn new(name: &Arc<str>, activity: &Activity) -> PolicyMeters {
         let counter = |outcome: &'static str| {
             let policy = SharedString::from(Arc::clone(name));

@@ -253,16 +253,7 @@ async fn counts_follow_what_was_charged_and_shadow_denials_are_not_denied_keys()
     let buckets = limiter
         .activity()
         .buckets(ratewarden_core::Clock::now(&clock));
-    let counts = |name: &str| {
-        buckets
-            .last()
-            .unwrap()
-            .policies
-            .iter()
-            .find(|(n, _)| &**n == name)
-            .map(|(_, c)| *c)
-            .unwrap()
-    };
+    let counts = |name: &str| buckets.last().unwrap().policies.get(name).copied().unwrap();
     assert_eq!((counts("user").allowed, counts("user").denied), (1, 0));
     assert_eq!((counts("global").allowed, counts("global").denied), (1, 2));
     assert_eq!(counts("dry").shadow_denied, 3);

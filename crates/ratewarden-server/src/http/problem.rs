@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use ratewarden_core::StoreError;
 use serde::Serialize;
 
 /// The `Retry-After` of a 503, in seconds.
@@ -192,7 +191,7 @@ impl ApiError {
     /// 503 with `Retry-After: 1` (seconds): the store is unavailable and
     /// the operation must not pretend. Not logged here: the decision
     /// layer logs store errors, summarised.
-    pub fn unavailable(_error: &StoreError) -> ApiError {
+    pub fn unavailable() -> ApiError {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "store-unavailable",
@@ -332,19 +331,8 @@ impl From<ratewarden_limiter::CheckError> for ApiError {
             CheckError::UnknownPolicy(name) => {
                 ApiError::not_found(format!("no policy is named '{name}'"))
             }
-            CheckError::Unavailable(e) => ApiError::unavailable(&e),
+            CheckError::Unavailable(_) => ApiError::unavailable(),
             CheckError::Failed(_) => ApiError::store_failed(),
-        }
-    }
-}
-
-/// Store errors: transient ones are 503, permanent ones 500.
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> ApiError {
-        if e.is_transient() || matches!(e, StoreError::Closed) {
-            ApiError::unavailable(&e)
-        } else {
-            ApiError::internal(&e)
         }
     }
 }

@@ -233,12 +233,7 @@ fn policy_data(def: &ratewarden_limiter::PolicyDef, buckets: &[Bucket]) -> Polic
     let series = buckets
         .iter()
         .map(|b| {
-            let counts = b
-                .policies
-                .iter()
-                .find(|(n, _)| &**n == name)
-                .map(|(_, c)| *c)
-                .unwrap_or_default();
+            let counts = b.policies.get(name).copied().unwrap_or_default();
             totals = totals.plus(counts);
             CountsPoint {
                 at: rfc3339(b.at),
