@@ -104,12 +104,10 @@ pub enum KeySource {
     Header,
     /// The TCP peer IP address.
     PeerIp,
-    /// The rightmost `X-Forwarded-For` address that is not a trusted proxy,
-    /// when the peer itself is a trusted proxy; otherwise the peer address.
-    Forwarded {
-        /// The proxies whose header is believed.
-        trusted: Vec<IpNet>,
-    },
+    /// The rightmost `X-Forwarded-For` address that is not a trusted proxy
+    /// ([`Settings::trusted_proxies`]), when the peer itself is a trusted
+    /// proxy; otherwise the peer address.
+    Forwarded,
 }
 
 /// Whose clock decides windows.
@@ -271,6 +269,9 @@ pub struct Settings {
     pub store: StoreConfig,
     /// Where GET /ping takes its key from.
     pub ping_key: KeySource,
+    /// The proxies whose `X-Forwarded-For` is believed (`--trusted-proxy`):
+    /// for `ping_key forwarded`, forward auth and the `client_ip` key part.
+    pub trusted_proxies: Vec<IpNet>,
     /// Whose clock decides windows.
     pub time_source: TimeSource,
     /// The longest one networked store call may take.
@@ -344,7 +345,7 @@ impl Settings {
                 ));
                 KeySource::Header
             }
-            KeySourceKind::Forwarded => KeySource::Forwarded { trusted },
+            KeySourceKind::Forwarded => KeySource::Forwarded,
         };
         let on_store_error = o.on_store_error.unwrap_or(FailureMode::Open);
         let mut seed = |name: &'static str, algorithm, limit, window_secs, what: &str| {
@@ -413,6 +414,7 @@ impl Settings {
                 envoy,
                 store,
                 ping_key,
+                trusted_proxies: trusted,
                 time_source,
                 store_timeout: Duration::from_millis(o.store_timeout_ms.unwrap_or(100)),
                 admin_key: AdminKey::new(admin_key),
@@ -455,6 +457,10 @@ impl Settings {
         differs("envoy_config", self.envoy_config != next.envoy_config);
         differs("store", self.store != next.store);
         differs("ping_key", self.ping_key != next.ping_key);
+        differs(
+            "trusted_proxies",
+            self.trusted_proxies != next.trusted_proxies,
+        );
         differs("time_source", self.time_source != next.time_source);
         differs("store_timeout_ms", self.store_timeout != next.store_timeout);
         differs(

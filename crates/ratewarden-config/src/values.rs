@@ -307,18 +307,10 @@ pub fn store_for_display(s: &str) -> String {
     }
 }
 
-/// A policy name: 1 to 64 characters of `[A-Za-z0-9_.-]`.
+/// A policy name: 1 to 64 characters of `[A-Za-z0-9_.-]`
+/// ([`ratewarden_limiter::check_policy_name`]).
 pub fn check_policy_name(s: &str) -> Result<&str, String> {
-    let ok = (1..=64).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    if ok {
-        Ok(s)
-    } else {
-        Err(format!(
-            "'{s}' is not a policy name: 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'"
-        ))
-    }
+    ratewarden_limiter::check_policy_name(s)
 }
 
 #[cfg(test)]

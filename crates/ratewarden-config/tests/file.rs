@@ -105,7 +105,8 @@ max_body_bytes = 1024
         (check.policy.quota.limit(), check.policy.algorithm),
         (4, Algorithm::SlidingLog)
     );
-    assert!(matches!(&s.ping_key, KeySource::Forwarded { trusted } if trusted.len() == 2));
+    assert!(matches!(&s.ping_key, KeySource::Forwarded));
+    assert_eq!(s.trusted_proxies.len(), 2);
     assert_eq!(s.on_store_error, FailureMode::Closed);
     assert_eq!(s.store_timeout, Duration::from_millis(250));
     assert_eq!(s.audit_retention, Duration::from_secs(3600));

@@ -4,8 +4,6 @@
 //! one list item per policy, items comma-separated on one line (proxies
 //! such as nginx 1.22 keep only a field's first line).
 
-use std::fmt::Write;
-
 /// One policy's item.
 #[derive(Debug, Clone, Copy)]
 pub struct FieldItem<'a> {
@@ -36,9 +34,16 @@ pub fn field_values<'a>(
         }
         push_sf_string(&mut policies, item.name);
         push_sf_string(&mut limits, item.name);
-        // Writing to a String cannot fail.
-        let _ = write!(policies, ";q={};w={}", item.quota, item.window_secs.max(1));
-        let _ = write!(limits, ";r={};t={}", item.remaining, item.reset_secs);
+        // itoa, not `write!`: these are built for every answer.
+        let mut n = itoa::Buffer::new();
+        policies.push_str(";q=");
+        policies.push_str(n.format(item.quota));
+        policies.push_str(";w=");
+        policies.push_str(n.format(item.window_secs.max(1)));
+        limits.push_str(";r=");
+        limits.push_str(n.format(item.remaining));
+        limits.push_str(";t=");
+        limits.push_str(n.format(item.reset_secs));
     }
     (!policies.is_empty()).then_some((policies, limits))
 }

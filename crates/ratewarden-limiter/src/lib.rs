@@ -72,6 +72,7 @@ pub use limiter::{
 };
 pub use log::{LogSummary, for_log};
 pub use policy::{
-    Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet, RequestMatch,
+    Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet,
+    RequestMatch, check_policy_name,
 };
 pub use prune::{Pruner, SAMPLE_GAP};

@@ -149,17 +149,21 @@ impl PathPattern {
         let Some(mut rest) = path.strip_prefix(first) else {
             return false;
         };
-        let pieces: Vec<&str> = pieces.collect();
-        let Some((last, middle)) = pieces.split_last() else {
+        // Matched for every request a policy might apply to: no allocation.
+        let mut pieces = pieces.peekable();
+        if pieces.peek().is_none() {
             return rest.is_empty(); // no `*`: an exact match
-        };
-        for piece in middle {
+        }
+        while let Some(piece) = pieces.next() {
+            if pieces.peek().is_none() {
+                return rest.len() >= piece.len() && rest.ends_with(piece);
+            }
             match rest.find(piece) {
                 Some(at) => rest = &rest[at + piece.len()..],
                 None => return false,
             }
         }
-        rest.len() >= last.len() && rest.ends_with(last)
+        true
     }
 }
 
@@ -212,6 +216,24 @@ impl PolicyDef {
     /// The name.
     pub fn name(&self) -> &str {
         &self.policy.name
+    }
+}
+
+/// A policy name: 1 to 64 characters of `[A-Za-z0-9_.-]` (so that it
+/// can stand in metric labels, Redis keys and header items unescaped).
+///
+/// # Errors
+/// A message naming the value and the rule.
+pub fn check_policy_name(s: &str) -> Result<&str, String> {
+    let ok = (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if ok {
+        Ok(s)
+    } else {
+        Err(format!(
+            "'{s}' is not a policy name: 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'"
+        ))
     }
 }
 

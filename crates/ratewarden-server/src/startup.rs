@@ -161,6 +161,9 @@ impl Application {
             limiter,
             envoy,
             ping_key: settings.ping_key.clone(),
+            trusted_proxies: ratewarden_tower::TrustedProxies::new(
+                settings.trusted_proxies.iter().copied(),
+            ),
             admin_key: settings.admin_key.clone(),
             max_body_bytes: settings.max_body_bytes,
             stopping: CancellationToken::new(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use ratewarden_config::{AdminKey, KeySource};
 use ratewarden_envoy::RateLimitService;
 use ratewarden_limiter::Limiter;
+use ratewarden_tower::TrustedProxies;
 use tokio_util::sync::CancellationToken;
 
 /// Shared application state: one `Arc`, so the per-request clone axum
@@ -38,6 +39,9 @@ pub struct Shared {
     pub envoy: Arc<RateLimitService>,
     /// Where GET /ping takes its key from.
     pub ping_key: KeySource,
+    /// The proxies whose `X-Forwarded-For` is believed (`--trusted-proxy`):
+    /// `/ping`'s `forwarded` key, `/v1/authorize`'s client address.
+    pub trusted_proxies: TrustedProxies,
     /// `None`: every admin action is refused (fail closed).
     pub admin_key: Option<AdminKey>,
     /// Largest accepted request body, in bytes.

@@ -6,22 +6,26 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::http::HeaderMap;
-use ipnet::IpNet;
-
 use ratewarden_config::KeySource;
+use ratewarden_tower::TrustedProxies;
 
 /// The key used when `X-Client-Key` is missing or empty (seed A).
 pub const DEFAULT_CLIENT_KEY: &str = "127.0.0.1";
 
-/// The key bytes for a request from `peer` with `headers`.
-pub fn client_key(source: &KeySource, headers: &HeaderMap, peer: SocketAddr) -> Vec<u8> {
+/// The key bytes for a request from `peer` with `headers`; `trusted`
+/// are the proxies whose `X-Forwarded-For` is believed.
+pub fn client_key(
+    source: &KeySource,
+    trusted: &TrustedProxies,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+) -> Vec<u8> {
     match source {
         KeySource::Header => header_key(headers),
         KeySource::PeerIp => ip_key(peer.ip()),
-        KeySource::Forwarded { trusted } => forwarded_key(headers, peer.ip(), trusted),
+        KeySource::Forwarded => ip_key(trusted.client_ip(peer.ip(), headers)),
     }
 }
-
 /// All `X-Client-Key` values joined with ", " (as PHP's `getHeaderLine`);
 /// [`DEFAULT_CLIENT_KEY`] when there is none or it is empty (docs/semantics.md).
 fn header_key(headers: &HeaderMap) -> Vec<u8> {
@@ -42,33 +46,6 @@ fn ip_key(ip: IpAddr) -> Vec<u8> {
     ip.to_canonical().to_string().into_bytes()
 }
 
-/// The rightmost `X-Forwarded-For` hop that is not a trusted proxy, when
-/// the peer is trusted; the peer otherwise.
-fn forwarded_key(headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet]) -> Vec<u8> {
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(&ip.to_canonical()));
-    if !is_trusted(&peer) {
-        return ip_key(peer);
-    }
-    let hops: Vec<&str> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|hop| !hop.is_empty())
-        .collect();
-    let mut client = peer;
-    for hop in hops.iter().rev() {
-        match hop.parse::<IpAddr>() {
-            Ok(ip) if is_trusted(&ip) => client = ip,
-            Ok(ip) => return ip_key(ip),
-            // Written by the client, not by a trusted proxy: stop at the last trusted hop.
-            Err(_) => break,
-        }
-    }
-    ip_key(client)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +59,14 @@ mod tests {
         h
     }
 
+    fn none() -> TrustedProxies {
+        TrustedProxies::none()
+    }
+
+    fn ten() -> TrustedProxies {
+        TrustedProxies::new(["10.0.0.0/8".parse().unwrap()])
+    }
+
     fn peer(ip: &str) -> SocketAddr {
         SocketAddr::new(ip.parse().unwrap(), 40000)
     }
@@ -90,15 +75,25 @@ mod tests {
     fn a_missing_or_empty_client_key_is_the_seed_default() {
         let s = KeySource::Header;
         assert_eq!(
-            client_key(&s, &headers(&[]), peer("10.0.0.1")),
+            client_key(&s, &none(), &headers(&[]), peer("10.0.0.1")),
             b"127.0.0.1"
         );
         assert_eq!(
-            client_key(&s, &headers(&[("x-client-key", "")]), peer("10.0.0.1")),
+            client_key(
+                &s,
+                &none(),
+                &headers(&[("x-client-key", "")]),
+                peer("10.0.0.1")
+            ),
             b"127.0.0.1"
         );
         assert_eq!(
-            client_key(&s, &headers(&[("x-client-key", "alice")]), peer("10.0.0.1")),
+            client_key(
+                &s,
+                &none(),
+                &headers(&[("x-client-key", "alice")]),
+                peer("10.0.0.1")
+            ),
             b"alice"
         );
     }
@@ -107,36 +102,38 @@ mod tests {
     fn repeated_client_key_headers_are_joined() {
         let h = headers(&[("x-client-key", "a"), ("x-client-key", "b")]);
         assert_eq!(
-            client_key(&KeySource::Header, &h, peer("10.0.0.1")),
+            client_key(&KeySource::Header, &none(), &h, peer("10.0.0.1")),
             b"a, b"
         );
     }
 
     #[test]
     fn forwarded_for_is_ignored_from_an_untrusted_peer() {
-        let s = KeySource::Forwarded {
-            trusted: vec!["10.0.0.0/8".parse().unwrap()],
-        };
+        let s = KeySource::Forwarded;
         let h = headers(&[("x-forwarded-for", "1.2.3.4")]);
-        assert_eq!(client_key(&s, &h, peer("192.0.2.7")), b"192.0.2.7");
+        assert_eq!(client_key(&s, &ten(), &h, peer("192.0.2.7")), b"192.0.2.7");
         assert_eq!(
-            client_key(&KeySource::PeerIp, &h, peer("192.0.2.7")),
+            client_key(&KeySource::PeerIp, &none(), &h, peer("192.0.2.7")),
             b"192.0.2.7"
         );
     }
 
     #[test]
     fn forwarded_for_takes_the_rightmost_untrusted_hop() {
-        let s = KeySource::Forwarded {
-            trusted: vec!["10.0.0.0/8".parse().unwrap()],
-        };
+        let s = KeySource::Forwarded;
         let h = headers(&[
             ("x-forwarded-for", "6.6.6.6, 203.0.113.9"),
             ("x-forwarded-for", "10.1.1.1"),
         ]);
-        assert_eq!(client_key(&s, &h, peer("10.0.0.2")), b"203.0.113.9");
+        assert_eq!(client_key(&s, &ten(), &h, peer("10.0.0.2")), b"203.0.113.9");
         let spoofed = headers(&[("x-forwarded-for", "garbage, 10.1.1.1")]);
-        assert_eq!(client_key(&s, &spoofed, peer("10.0.0.2")), b"10.1.1.1");
-        assert_eq!(client_key(&s, &headers(&[]), peer("10.0.0.2")), b"10.0.0.2");
+        assert_eq!(
+            client_key(&s, &ten(), &spoofed, peer("10.0.0.2")),
+            b"10.1.1.1"
+        );
+        assert_eq!(
+            client_key(&s, &ten(), &headers(&[]), peer("10.0.0.2")),
+            b"10.0.0.2"
+        );
     }
 }

@@ -6,15 +6,16 @@
 //!
 //! - [`problem`]: [`problem::ApiError`], RFC 9457 problem details.
 //! - [`extract`]: input validation (the seed routes' table).
-//! - [`headers`]: the rate-limit response headers.
+//! - [`authorize`]: `/v1/authorize`, forward auth for nginx, Caddy and
+//!   Traefik.
 //! - [`key_source`]: which client a `/ping` counts against.
 //! - [`admin`]: the fail-closed admin key check.
 //! - [`ops`]: `/metrics`, `/healthz`, `/readyz`, `/dashboard`.
 
 pub mod admin;
+pub mod authorize;
 pub mod envoy;
 pub mod extract;
-pub mod headers;
 pub mod key_source;
 pub mod openapi;
 pub mod ops;
@@ -47,6 +48,9 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.max_body_bytes;
     let (routes, api) = routes_and_api().split_for_parts();
     routes
+        // Any method, so its route is outside `routes!`; the document
+        // lists it from `openapi::base`.
+        .route("/v1/authorize", axum::routing::any(authorize::handle))
         .merge(openapi::route(api))
         .merge(ops::routes())
         .fallback(not_found)

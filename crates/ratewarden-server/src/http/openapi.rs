@@ -23,9 +23,10 @@ use utoipa::openapi::OpenApi as Document;
         (name = "decisions", description = "Checks of any policy, decided all or nothing, and reads"),
         (name = "admin", description = "Fail closed: needs X-Admin-Key"),
         (name = "envoy", description = "Envoy's rate limit service (envoy.service.ratelimit.v3) in protobuf JSON; the same service is on --grpc-listen. See docs/envoy.md"),
+        (name = "forward-auth", description = "Forward auth for nginx auth_request, Caddy forward_auth and Traefik ForwardAuth (any method). See docs/forward-auth.md"),
         (name = "meta", description = "This document"),
     ),
-    paths(handle),
+    paths(handle, crate::http::authorize::handle),
     components(schemas(
         crate::http::problem::Problem,
         crate::http::v1::schema::KeyPart,

@@ -10,11 +10,7 @@ use serde::Serialize;
 /// The `Retry-After` of a 503, in seconds.
 pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 
-/// The URI prefix of ratewarden's problem types.
-pub const TYPE_PREFIX: &str = "urn:ratewarden:problem:";
-
-/// The problem type of a `/v1` denial (draft-ietf-httpapi-ratelimit-headers).
-pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+pub use ratewarden_tower::render::{QUOTA_EXCEEDED, TYPE_PREFIX};
 
 /// An RFC 9457 problem details document, as every error answer carries it
 /// (`application/problem+json`). Denials add members: the seed routes
@@ -180,9 +176,10 @@ impl ApiError {
             detail,
         );
         if let Some(wait) = retry_after {
-            let secs = ratewarden_core::ceil_secs(wait).max(1);
-            e.headers
-                .push((header::RETRY_AFTER, HeaderValue::from(secs)));
+            e.headers.push((
+                header::RETRY_AFTER,
+                ratewarden_tower::render::retry_after_value(wait),
+            ));
         }
         e.extensions = Box::new(extensions);
         e
@@ -255,31 +252,14 @@ impl ApiError {
 
     /// The response, with `instance` set to the request path when known.
     fn render(self, instance: Option<&str>) -> Response {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            r#type: String,
-            title: &'a str,
-            status: u16,
-            detail: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            instance: Option<&'a str>,
-            #[serde(flatten)]
-            extensions: &'a serde_json::Map<String, serde_json::Value>,
-        }
-        let r#type = if self.kind.contains(':') {
-            self.kind.to_owned()
-        } else {
-            format!("{TYPE_PREFIX}{}", self.kind)
-        };
-        let body = Body {
-            r#type,
-            title: self.title,
-            status: self.status.as_u16(),
-            detail: &self.detail,
+        let json = ratewarden_tower::render::problem_json(
+            self.kind,
+            self.title,
+            self.status,
+            &self.detail,
             instance,
-            extensions: &self.extensions,
-        };
-        let json = serde_json::to_vec(&body).unwrap_or_default();
+            &self.extensions,
+        );
         let mut response = (self.status, json).into_response();
         // The status line says what the title says (hyper would send the
         // `http` crate's older names: "Payload Too Large" for 413).

@@ -4,6 +4,7 @@
 //! (or the memory store, or a Redis of its own) and a manual clock, and
 //! talks to it with `reqwest`.
 
+mod authorize;
 mod concurrency;
 mod envoy;
 mod errors;

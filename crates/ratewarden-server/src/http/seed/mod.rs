@@ -17,8 +17,8 @@ use time::OffsetDateTime;
 use time::format_description::FormatItem;
 use time::macros::format_description;
 
-use super::headers::{insert_outcome_headers, outcome_headers};
 use super::problem::ApiError;
+use ratewarden_tower::render::{insert_outcome_headers, outcome_headers};
 
 /// A seed route's answer to its one check: 200 with `body`, or 429 problem
 /// details (`…rate-limit-exceeded`) with `Retry-After`; both with the

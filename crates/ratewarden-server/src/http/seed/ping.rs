@@ -73,7 +73,7 @@ pub async fn handle(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let raw = client_key(&state.ping_key, &headers, peer);
+    let raw = client_key(&state.ping_key, &state.trusted_proxies, &headers, peer);
     let key = Key::single(&raw)
         .map_err(|e| ApiError::bad_request(format!("the client key is not usable: {e}")))?;
     let check = Check {

@@ -14,9 +14,11 @@ use utoipa::ToSchema;
 use super::schema::{KeyParts, PolicyName};
 use super::{CheckAnswer, MAX_CHECKS, key_from_parts};
 use crate::http::extract::JsonObject;
-use crate::http::headers::{insert_outcome_headers, outcome_headers};
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
+use ratewarden_tower::render::{
+    denial_detail, insert_outcome_headers, outcome_headers, violated_policies,
+};
 
 /// One check.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -140,22 +142,12 @@ fn render(outcome: &Outcome, batch: bool) -> Response {
         insert_outcome_headers(response.headers_mut(), outcome);
         return response;
     }
-    let mut violated: Vec<&str> = Vec::new();
-    for r in outcome.denied_by() {
-        if !violated.contains(&r.policy.name()) {
-            violated.push(r.policy.name());
-        }
-    }
-    let detail = if outcome.denied_by().all(|r| r.never()) {
-        format!(
-            "the request can never pass {}: its cost is above the limit (or the GCRA burst)",
-            quoted(&violated)
-        )
-    } else {
-        format!("the request is over the quota of {}", quoted(&violated))
-    };
+    let detail = denial_detail(outcome);
     let mut members = Map::new();
-    members.insert("violated-policies".into(), violated.into());
+    members.insert(
+        "violated-policies".into(),
+        violated_policies(outcome).into(),
+    );
     if batch {
         members.insert("allowed".into(), false.into());
         members.insert(
@@ -168,19 +160,6 @@ fn render(outcome: &Outcome, batch: bool) -> Response {
     ApiError::quota_exceeded(detail, outcome.retry_after(), members)
         .with_headers(&outcome_headers(outcome))
         .into_response()
-}
-
-/// `policy 'a'` or `policies 'a', 'b'`.
-fn quoted(names: &[&str]) -> String {
-    let list = names
-        .iter()
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    match names {
-        [_] => format!("policy {list}"),
-        _ => format!("policies {list}"),
-    }
 }
 
 /// The checks of `body` and whether it is a batch.

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{RawQuery, State};
 
-use super::{CheckAnswer, key_from_parts, policy_param};
+use super::{CheckAnswer, key_from_parts, policy_param, status_answer};
 use crate::http::extract::query_params;
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -34,5 +34,5 @@ pub async fn handle(
     let policy = policy_param(query.as_deref())?;
     let key = key_from_parts("key", &query_params(query.as_deref(), "key"))?;
     let status = state.limiter.status(&policy, &key).await?;
-    Ok(Json(CheckAnswer::of_status(&status)))
+    Ok(Json(status_answer(&status)))
 }

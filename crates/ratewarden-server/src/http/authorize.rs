@@ -1,0 +1,156 @@
+//! `/v1/authorize`: forward auth for proxies (docs/forward-auth.md).
+//! nginx `auth_request`, Caddy `forward_auth` and Traefik `ForwardAuth`
+//! ask it about each client request before passing it on; it answers 200
+//! (pass it on) or 429 (refuse it, with `Retry-After`).
+//!
+//! The original request is described by forwarded headers: the method by
+//! `X-Forwarded-Method` (else this request's own method), the URI by
+//! `X-Forwarded-Uri` (else `X-Original-URI`), the client by
+//! `X-Forwarded-For`, believed only from `--trusted-proxy` peers and read
+//! from the right. Every policy with `key` parts whose `match` fits is
+//! decided, all or nothing ([`ratewarden_tower::request`]).
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use ratewarden_core::Key;
+use ratewarden_limiter::{Check, PolicyDef, for_log};
+use ratewarden_tower::render::{denial, outcome_headers};
+use ratewarden_tower::request::{RequestFacts, applies, key_of};
+
+use crate::http::problem::ApiError;
+use crate::state::AppState;
+
+/// The header by which a proxy asks for another status than 429 on a
+/// denial: `401`, `403` or `429`. nginx's `auth_request` turns every
+/// answer but 2xx, 401 and 403 into a 500, so its configuration asks for
+/// 403 and maps it back to 429 (docs/forward-auth.md).
+pub const DENY_STATUS: HeaderName = HeaderName::from_static("x-ratewarden-deny-status");
+
+/// Decides the forwarded request: 200 (no body) with the rate-limit
+/// headers when every matching policy allows it, 200 without them when no
+/// policy applies, 429 problem details when one denies it.
+#[utoipa::path(
+    get,
+    path = "/v1/authorize",
+    operation_id = "authorize",
+    description = "Forward auth. Any method is accepted and answered alike (nginx, Caddy and Traefik send GET); without X-Forwarded-Method the authorize request's own method is the original one.",
+    tag = "forward-auth",
+    params(
+        ("X-Forwarded-Method" = Option<String>, Header, description = "The original request's method (nginx: $request_method); default: this request's method"),
+        ("X-Forwarded-Uri" = Option<String>, Header, description = "The original request's URI (path and query); X-Original-URI is read when it is missing; one of them is required"),
+        ("X-Original-URI" = Option<String>, Header, description = "The original URI, as nginx configurations often send it"),
+        ("X-Forwarded-For" = Option<String>, Header, description = "The client chain; believed only from a --trusted-proxy peer, read from the right"),
+        ("X-Ratewarden-Deny-Status" = Option<u16>, Header, description = "401, 403 or 429 (default): the status of a denial (nginx needs 403)"),
+    ),
+    responses(
+        (status = 200, description = "Allowed (or no policy applies): RateLimit-Policy, RateLimit and X-RateLimit-* headers when a policy applied; no body"),
+        (status = 400, description = "No X-Forwarded-Uri or X-Original-URI, a URI or method that does not parse, a key over 4096 bytes, a bad X-Ratewarden-Deny-Status", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Denied (type …#quota-exceeded, or the status X-Ratewarden-Deny-Status asked for): violated-policies, results, Retry-After unless it can never pass, the rate-limit headers", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store is unavailable and a policy fails closed", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn handle(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let deny_status = deny_status(&headers)?;
+    let method = forwarded_method(&headers, &method)?;
+    let uri = forwarded_uri(&headers)?;
+    let facts = RequestFacts {
+        method: &method,
+        path: uri.path(),
+        query: uri.query(),
+        headers: &headers,
+        client_ip: Some(state.trusted_proxies.client_ip(peer.ip(), &headers)),
+    };
+    let set = state.limiter.policies();
+    let mut applied: Vec<(&std::sync::Arc<PolicyDef>, Key)> = Vec::new();
+    for def in set.iter().filter(|d| applies(d, facts.method, facts.path)) {
+        let key = key_of(&def.key, &facts).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the request has no usable key for policy '{}': {e}",
+                def.name()
+            ))
+        })?;
+        applied.push((def, key));
+    }
+    if applied.is_empty() {
+        return Ok(StatusCode::OK.into_response());
+    }
+    let checks: Vec<Check<'_>> = applied
+        .iter()
+        .map(|(def, key)| Check::one(*def, key))
+        .collect();
+    let outcome = state.limiter.check(&checks).await?;
+    if outcome.allowed {
+        return Ok((outcome_headers(&outcome), Body::empty()).into_response());
+    }
+    let (headers, body) = denial(&outcome, deny_status, Some(facts.path));
+    Ok((deny_status, headers, body).into_response())
+}
+
+/// The status a denial is answered with.
+fn deny_status(headers: &HeaderMap) -> Result<StatusCode, ApiError> {
+    let Some(value) = headers.get(&DENY_STATUS) else {
+        return Ok(StatusCode::TOO_MANY_REQUESTS);
+    };
+    match value.as_bytes() {
+        b"401" => Ok(StatusCode::UNAUTHORIZED),
+        b"403" => Ok(StatusCode::FORBIDDEN),
+        b"429" => Ok(StatusCode::TOO_MANY_REQUESTS),
+        other => Err(ApiError::bad_request(format!(
+            "X-Ratewarden-Deny-Status must be 401, 403 or 429, not '{}'",
+            for_log(other)
+        ))),
+    }
+}
+
+/// `X-Forwarded-Method`, else the request's own method.
+fn forwarded_method(headers: &HeaderMap, own: &Method) -> Result<String, ApiError> {
+    let Some(value) = headers.get("x-forwarded-method") else {
+        return Ok(own.as_str().to_owned());
+    };
+    Method::from_bytes(value.as_bytes())
+        .map(|m| m.as_str().to_owned())
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "X-Forwarded-Method '{}' is not a method",
+                for_log(value.as_bytes())
+            ))
+        })
+}
+
+/// `X-Forwarded-Uri`, else `X-Original-URI`: origin form (`/path?query`)
+/// or absolute form (`http://host/path?query`, RFC 9112 §3.2.2: a proxy
+/// may forward the form it received), read for its path and query.
+fn forwarded_uri(headers: &HeaderMap) -> Result<Uri, ApiError> {
+    let (name, value) = match (
+        headers.get("x-forwarded-uri"),
+        headers.get("x-original-uri"),
+    ) {
+        (Some(v), _) => ("X-Forwarded-Uri", v),
+        (None, Some(v)) => ("X-Original-URI", v),
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "forward auth needs the original request's URI in X-Forwarded-Uri or \
+                 X-Original-URI (nginx: proxy_set_header X-Original-URI $request_uri)",
+            ));
+        }
+    };
+    let bytes = value.as_bytes();
+    let uri = Uri::try_from(bytes)
+        .ok()
+        .filter(|u| u.path().starts_with('/'));
+    uri.ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "{name} '{}' is not a request URI (/path?query)",
+            for_log(bytes)
+        ))
+    })
+}

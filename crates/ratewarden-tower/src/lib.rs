@@ -1,0 +1,97 @@
+//! A tower [`Layer`](tower_layer::Layer) that applies ratewarden's rate-limit
+//! policies to any tower service: axum, tonic, hyper.
+//!
+//! Every request is decided before your service sees it, by ratewarden's
+//! decision layer ([`ratewarden_limiter::Limiter`]): all policies that
+//! apply are decided together, all or nothing, exactly under any
+//! concurrency, on the memory store, SQLite or Redis (shared between
+//! instances). Allowed requests reach your service and get the draft-10
+//! `RateLimit-Policy` / `RateLimit` headers (and `X-RateLimit-*`) on its
+//! response; refused ones get `429 Too Many Requests` with RFC 9457
+//! problem details and `Retry-After` in seconds, or for gRPC
+//! `RESOURCE_EXHAUSTED` with a `google.rpc.RetryInfo` and `retry-after`
+//! metadata.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//!
+//! use axum::{Router, routing::get};
+//! use ratewarden_tower::{KeyPart, PolicyBuilder, RateLimitLayer};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let layer = RateLimitLayer::builder()
+//!     // 10 requests per second per client address, bursts of 20.
+//!     .policy(
+//!         PolicyBuilder::gcra("per-client")
+//!             .limit(10)
+//!             .per(Duration::from_secs(1))
+//!             .burst(20)
+//!             .key([KeyPart::ClientIp]),
+//!     )
+//!     .build()?;
+//! let app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! // The connection info gives `client_ip` its peer address.
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Policies
+//!
+//! A policy is a named limit: an algorithm (fixed window, sliding log,
+//! sliding window counter, GCRA), `limit` units `per` window, and how a
+//! request becomes its key: [`KeyPart`]s (`header:NAME`, `client_ip`,
+//! `path`, `method`, `query:NAME`, `literal:TEXT`, in order; an absent
+//! header or parameter is the empty string) or a function of the request
+//! ([`PolicyBuilder::key_fn`], [`RateLimitLayerBuilder::key_fn`]), and
+//! optionally which requests it applies to (methods, a path pattern where
+//! `*` matches any run of characters). Write them in code with
+//! [`PolicyBuilder`], or hold a [`Limiter`]
+//! built from ratewarden's configuration file and use
+//! [`RateLimitLayer::from_limiter`].
+//!
+//! # What this layer does differently from tower_governor
+//!
+//! - Units are in the names: `.limit(10).per(Duration::from_secs(1))` is
+//!   ten per second; nothing reads `per_second(n)` as "one every n
+//!   seconds".
+//! - `client_ip` behind proxies is the rightmost `X-Forwarded-For` hop
+//!   that is not a trusted proxy ([`RateLimitLayerBuilder::trusted_proxies`]),
+//!   never the leftmost, which the client writes itself; without trusted
+//!   proxies the header is ignored.
+//! - Idle keys cost nothing forever: the memory store drops expired state
+//!   by itself, and about 1 % of decisions prune the store; there is no
+//!   `retain_recent()` to call.
+//! - A request without a key (no connection info, a key function that
+//!   finds no user) gets a clear, configurable answer ([`MissingKey`]),
+//!   never a panic or a 500.
+//! - Fail open or closed per policy when the store cannot answer.
+//!
+//! # Modules
+//!
+//! [`request`] and [`render`] hold the rules every ratewarden interface
+//! that sees requests shares (the service's forward auth uses them too):
+//! which policies apply and with what key; the headers and problem
+//! details of an answer. [`TrustedProxies`] finds the client behind
+//! proxies.
+
+mod client_ip;
+#[cfg(feature = "grpc")]
+mod grpc;
+mod layer;
+mod policy;
+pub mod render;
+pub mod request;
+
+pub use client_ip::TrustedProxies;
+pub use http::request::Parts;
+pub use layer::{
+    MissingKey, RateLimitLayer, RateLimitLayerBuilder, RateLimitService, ResponseBody,
+};
+pub use policy::{BuildError, KeyFn, PolicyBuilder};
+pub use ratewarden_core::{Clock, Key, KeyMatch, ManualClock, MemoryStore, Store, StoreError};
+pub use ratewarden_limiter::{FailureMode, KeyPart, Limiter, PolicyDef, PolicySet};

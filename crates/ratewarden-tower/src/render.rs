@@ -1,0 +1,341 @@
+//! How a decision looks over HTTP, the same from every interface: the
+//! rate-limit response headers, and RFC 9457 problem details for a denial.
+//!
+//! Headers: the IETF draft's `RateLimit-Policy` and `RateLimit`
+//! (draft-ietf-httpapi-ratelimit-headers-10), one list item per policy,
+//! each field one line with its items comma-separated (proxies such as
+//! nginx 1.22 keep only a field's first line), and the widely used
+//! `X-RateLimit-*` trio of the most restrictive policy. All times are whole
+//! seconds, rounded up.
+
+use std::time::Duration;
+
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use ratewarden_core::{Decision, Policy, ceil_millis, ceil_secs};
+use ratewarden_limiter::fields::{FieldItem, field_values};
+use ratewarden_limiter::{Basis, CheckResult, Outcome};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The URI prefix of ratewarden's problem types.
+pub const TYPE_PREFIX: &str = "urn:ratewarden:problem:";
+
+/// The problem type of a denial (draft-ietf-httpapi-ratelimit-headers).
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `X-RateLimit-Limit`: the most restrictive policy's limit.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`: what it still lets through now.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`: seconds until it is full again, rounded up.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The `Content-Type` of problem details.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Sets `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …` and
+/// `RateLimit: "<name>";r=<remaining>;t=<secs until reset>, …` for every
+/// `(policy, decision)`, and `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
+/// `X-RateLimit-Reset` (seconds until reset) of `most_restrictive`, in
+/// `headers` (replacing earlier values). Nothing when there is no item.
+pub fn insert_rate_limit_headers<'a>(
+    headers: &mut HeaderMap,
+    items: impl IntoIterator<Item = (&'a Policy, &'a Decision)>,
+    most_restrictive: Option<&Decision>,
+) {
+    let items = items.into_iter().map(|(policy, decision)| FieldItem {
+        name: &policy.name,
+        quota: decision.limit,
+        window_secs: ceil_secs(policy.quota.window()),
+        remaining: decision.remaining,
+        reset_secs: ceil_secs(decision.reset_after),
+    });
+    let Some((policies, limits)) = field_values(items) else {
+        return;
+    };
+    let value =
+        |s: String| HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static(""));
+    headers.insert(RATELIMIT_POLICY, value(policies));
+    headers.insert(RATELIMIT, value(limits));
+    if let Some(d) = most_restrictive {
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.limit));
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(d.remaining));
+        headers.insert(
+            X_RATELIMIT_RESET,
+            HeaderValue::from(ceil_secs(d.reset_after)),
+        );
+    }
+}
+
+/// Sets the headers of an [`Outcome`] in `headers`: an item per advertised
+/// policy ([`Outcome::advertised`]: counted, enforcing; clients must not
+/// see or back off from a shadow policy's dry run), the most restrictive
+/// of its results when a batch checks one policy for several keys (an
+/// item names a policy, not a key), and the trio of the most restrictive
+/// of all.
+pub fn insert_outcome_headers(headers: &mut HeaderMap, outcome: &Outcome) {
+    let mut advertised = outcome.advertised();
+    // The common case, one advertised result, without the passes below.
+    if let (Some(only), None) = (advertised.next(), advertised.next()) {
+        headers.reserve(5);
+        let pair = [(&only.policy.policy, &only.decision)];
+        insert_rate_limit_headers(headers, pair, Some(&only.decision));
+        return;
+    }
+    let advertised = || outcome.advertised();
+    // Batches are small (64 checks at most): a quadratic pass needs no
+    // allocation.
+    let items = advertised()
+        .enumerate()
+        .filter(|&(i, r)| {
+            !advertised()
+                .take(i)
+                .any(|seen| seen.policy.name() == r.policy.name())
+        })
+        .map(|(_, first)| {
+            advertised()
+                .filter(|r| r.policy.name() == first.policy.name())
+                .fold(first, |most, r| {
+                    if r.restrictiveness() < most.restrictiveness() {
+                        r
+                    } else {
+                        most
+                    }
+                })
+        })
+        .map(|r: &CheckResult| (&r.policy.policy, &r.decision));
+    let most = outcome.most_restrictive().map(|r| &r.decision);
+    insert_rate_limit_headers(headers, items, most);
+}
+
+/// The headers of an [`Outcome`] ([`insert_outcome_headers`]) on their own.
+pub fn outcome_headers(outcome: &Outcome) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(8);
+    insert_outcome_headers(&mut headers, outcome);
+    headers
+}
+
+/// An RFC 9457 problem details document as JSON bytes: `type` (`kind`
+/// with [`TYPE_PREFIX`] unless it is an absolute URI), `title`, `status`,
+/// `detail`, `instance` when given, then `extensions` as members.
+pub fn problem_json(
+    kind: &str,
+    title: &str,
+    status: StatusCode,
+    detail: &str,
+    instance: Option<&str>,
+    extensions: &Map<String, Value>,
+) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        r#type: String,
+        title: &'a str,
+        status: u16,
+        detail: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        instance: Option<&'a str>,
+        #[serde(flatten)]
+        extensions: &'a Map<String, Value>,
+    }
+    let r#type = if kind.contains(':') {
+        kind.to_owned()
+    } else {
+        format!("{TYPE_PREFIX}{kind}")
+    };
+    let body = Body {
+        r#type,
+        title,
+        status: status.as_u16(),
+        detail,
+        instance,
+        extensions,
+    };
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1 (a wait below a
+/// second must not read as "now").
+pub fn retry_after_value(wait: Duration) -> HeaderValue {
+    HeaderValue::from(ceil_secs(wait).max(1))
+}
+
+/// The names of the policies that denied `outcome`, each once, in order.
+pub fn violated_policies(outcome: &Outcome) -> Vec<&str> {
+    let mut violated: Vec<&str> = Vec::new();
+    for r in outcome.denied_by() {
+        if !violated.contains(&r.policy.name()) {
+            violated.push(r.policy.name());
+        }
+    }
+    violated
+}
+
+/// The `detail` of a denial: "the request is over the quota of policy
+/// 'a'", or, when only checks that can never pass denied it, that it can
+/// never pass.
+pub fn denial_detail(outcome: &Outcome) -> String {
+    let violated = violated_policies(outcome);
+    let list = violated
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let names = match violated.as_slice() {
+        [_] => format!("policy {list}"),
+        _ => format!("policies {list}"),
+    };
+    if outcome.denied_by().all(|r| r.never()) {
+        format!(
+            "the request can never pass {names}: its cost is above the limit (or the GCRA burst)"
+        )
+    } else {
+        format!("the request is over the quota of {names}")
+    }
+}
+
+/// One check's answer, the shape every JSON answer uses (the JSON API's
+/// checks and statuses, a denial's `results`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct CheckAnswer {
+    /// The policy's name.
+    #[cfg_attr(feature = "utoipa", schema(example = "api"))]
+    pub policy: String,
+    /// Whether this policy lets the request pass (a shadow policy always
+    /// does). In a denied batch: whether it would have.
+    pub allowed: bool,
+    /// The policy's limit, in units per window (GCRA: the limit, not the
+    /// burst).
+    #[cfg_attr(feature = "utoipa", schema(example = 100))]
+    pub limit: u64,
+    /// Units that could still pass now.
+    #[cfg_attr(feature = "utoipa", schema(example = 99))]
+    pub remaining: u64,
+    /// Milliseconds until the key's state is back to full, rounded up.
+    pub reset_after_ms: u64,
+    /// Milliseconds until the same request would pass, rounded up; 0 when
+    /// allowed or when it can never pass.
+    pub retry_after_ms: u64,
+    /// A shadow policy would have denied this request.
+    pub shadow_denied: bool,
+    /// The request can never pass: its cost is above the limit (or the
+    /// GCRA burst).
+    pub never: bool,
+    /// The store could not be reached and the policy fails open: allowed
+    /// without counting (`limit` and `remaining` describe no window).
+    pub failed_open: bool,
+}
+
+impl CheckAnswer {
+    /// The answer of `result`.
+    pub fn new(result: &CheckResult) -> CheckAnswer {
+        CheckAnswer {
+            policy: result.policy.name().to_owned(),
+            allowed: result.allowed(),
+            limit: result.decision.limit,
+            remaining: result.decision.remaining,
+            reset_after_ms: ceil_millis(result.decision.reset_after),
+            retry_after_ms: result.retry_after().map_or(0, ceil_millis),
+            shadow_denied: result.shadow_denied,
+            never: result.never(),
+            failed_open: result.basis == Basis::FailedOpen,
+        }
+    }
+}
+
+/// A request's denial as `(headers, problem details body)`: type
+/// [`QUOTA_EXCEEDED`], `status` (429, or the status a proxy asked for),
+/// members `violated-policies` and `results` (every check's
+/// [`CheckAnswer`]); headers `Content-Type: application/problem+json`,
+/// `Retry-After` (seconds, rounded up, at least 1) unless only checks that
+/// can never pass denied it, and the rate-limit headers.
+pub fn denial(
+    outcome: &Outcome,
+    status: StatusCode,
+    instance: Option<&str>,
+) -> (HeaderMap, Vec<u8>) {
+    let mut members = Map::new();
+    members.insert(
+        "violated-policies".into(),
+        violated_policies(outcome).into(),
+    );
+    members.insert(
+        "results".into(),
+        serde_json::to_value(
+            outcome
+                .results
+                .iter()
+                .map(CheckAnswer::new)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or_default(),
+    );
+    let body = problem_json(
+        QUOTA_EXCEEDED,
+        "Too Many Requests",
+        status,
+        &denial_detail(outcome),
+        instance,
+        &members,
+    );
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    if let Some(wait) = outcome.retry_after() {
+        headers.insert(RETRY_AFTER, retry_after_value(wait));
+    }
+    insert_outcome_headers(&mut headers, outcome);
+    (headers, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratewarden_core::{Algorithm, Outcome as Core, Quota};
+    use std::time::Duration;
+
+    #[test]
+    fn one_line_per_field_with_an_item_per_policy() {
+        let a = Policy::new(
+            "a",
+            Algorithm::Gcra,
+            Quota::new(10, Duration::from_millis(1500)).unwrap(),
+        );
+        let b = Policy::new(
+            "b\"x",
+            Algorithm::FixedWindow,
+            Quota::new(3, Duration::from_secs(60)).unwrap(),
+        );
+        let d = |remaining, ms| Decision {
+            outcome: Core::Allowed,
+            limit: 10,
+            remaining,
+            used: 0,
+            reset_after: Duration::from_millis(ms),
+        };
+        let (da, db) = (d(4, 1), d(2, 42_000));
+        let mut headers = HeaderMap::new();
+        insert_rate_limit_headers(&mut headers, [(&a, &da), (&b, &db)], Some(&db));
+        let text: Vec<String> = headers
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "ratelimit-policy: \"a\";q=10;w=2, \"b\\\"x\";q=10;w=60",
+                "ratelimit: \"a\";r=4;t=1, \"b\\\"x\";r=2;t=42",
+                "x-ratelimit-limit: 10",
+                "x-ratelimit-remaining: 2",
+                "x-ratelimit-reset: 42",
+            ]
+        );
+        let mut none = HeaderMap::new();
+        insert_rate_limit_headers(&mut none, [], None);
+        assert!(none.is_empty());
+    }
+}
