@@ -60,6 +60,23 @@ algorithm = "fixed_window"
 limit = 1
 window = "1m"
 shadow = true
+
+# For /v1/authorize: a generous policy keyed by every kind of part, and a
+# tight one under /tight/, so that forwarded denials are seen.
+[[policies]]
+name = "forwarded"
+algorithm = "gcra"
+limit = 100000
+window = "1m"
+key = ["client_ip", "method", "path", "query:user", "header:x-forwarded-for", "literal:fa"]
+
+[[policies]]
+name = "forwarded-tight"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+key = ["literal:all"]
+match = { methods = ["GET"], path = "/tight/*" }
 """
 
 

@@ -373,6 +373,16 @@ def a_client_cannot_pick_the_denial_status(s: Setup):
                    "an exhausted client sending X-Ratewarden-Deny-Status: 403")
 
 
+def a_client_cannot_pick_the_uri_or_method_the_limit_sees(s: Setup):
+    # The proxy sets X-Forwarded-Uri and X-Forwarded-Method itself: a
+    # client's own ones (or an X-Original-URI) never reach the decision.
+    use_up(s, "127.0.0.12", "/api/uri")
+    spoofed = {"X-Forwarded-Uri": "/health", "X-Original-URI": "/health",
+               "X-Forwarded-Method": "OPTIONS"}
+    assert_refused(s, s.request("127.0.0.12", "/api/uri", headers=spoofed),
+                   "an exhausted client sending its own X-Forwarded-Uri: /health")
+
+
 def an_unmatched_path_always_passes(s: Setup):
     for n in range(2 * LIMIT):
         a = s.request("127.0.0.2", "/health")
@@ -416,6 +426,7 @@ CASES = [
     each_client_has_its_own_counter,
     a_spoofed_x_forwarded_for_is_not_the_key,
     a_client_cannot_pick_the_denial_status,
+    a_client_cannot_pick_the_uri_or_method_the_limit_sees,
     an_unmatched_path_always_passes,
     the_applications_own_403_is_not_a_denial,
     a_request_body_reaches_the_application,

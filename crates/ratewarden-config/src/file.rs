@@ -529,10 +529,8 @@ impl<'a> Reader<'a> {
                         self.error(v.span().start, Some(&path), message);
                     }
                     let checked = methods.into_iter().filter_map(|(at, p, m)| {
-                        let ok = !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase());
-                        let message =
-                            format!("'{m}' is not a method; methods are uppercase, e.g. GET");
-                        self.check(at, &p, if ok { Ok(m.to_owned()) } else { Err(message) })
+                        let checked = ratewarden_limiter::check_method(m).map(str::to_owned);
+                        self.check(at, &p, checked)
                     });
                     matcher.methods = Some(checked.collect());
                 }

@@ -73,6 +73,6 @@ pub use limiter::{
 pub use log::{LogSummary, for_log};
 pub use policy::{
     Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet,
-    RequestMatch, check_policy_name,
+    RequestMatch, check_method, check_policy_name,
 };
 pub use prune::{Pruner, SAMPLE_GAP};

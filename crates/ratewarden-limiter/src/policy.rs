@@ -115,6 +115,22 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// A method as `match.methods` takes it: an RFC 9110 token without
+/// lowercase letters (`GET`, `M-SEARCH`), since methods compare
+/// case-sensitively and are uppercase by convention.
+///
+/// # Errors
+/// A message naming the value.
+pub fn check_method(m: &str) -> Result<&str, String> {
+    if is_token(m) && !m.bytes().any(|b| b.is_ascii_lowercase()) {
+        Ok(m)
+    } else {
+        Err(format!(
+            "'{m}' is not a method; methods are uppercase RFC 9110 tokens, e.g. GET or M-SEARCH"
+        ))
+    }
+}
+
 /// A path pattern: `*` matches any run of characters, `/` included; every
 /// other character matches itself. `/api/*` matches `/api/x` and
 /// `/api/x/y` but not `/api`.
@@ -370,6 +386,20 @@ mod tests {
         assert!(!m.matches("get", "/api/x"));
         assert!(!m.matches("DELETE", "/api/x"));
         assert!(RequestMatch::default().matches("PATCH", "/anything"));
+    }
+
+    #[test]
+    fn methods_are_uppercase_tokens_with_or_without_letters_only() {
+        // Regression: `M-SEARCH` (a registered method) was refused.
+        for ok in ["GET", "M-SEARCH", "PURGE", "BASELINE-CONTROL"] {
+            assert_eq!(check_method(ok), Ok(ok));
+        }
+        for bad in ["get", "Get", "", "GE T", "POST,GET"] {
+            assert!(
+                check_method(bad).unwrap_err().contains("is not a method"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use ratewarden_core::{Clock, Key, MemoryStore, Store, SystemClock};
-use ratewarden_limiter::{Check, CheckError, Limiter, Outcome, PolicyDef, PolicySet};
+use ratewarden_limiter::{Check, CheckError, KeyPart, Limiter, Outcome, PolicyDef, PolicySet};
 use serde_json::Map;
 use smallvec::SmallVec;
 
@@ -376,7 +376,12 @@ impl Shared {
             let key = match key_fn {
                 Some(f) => (f.0)(parts),
                 None => {
-                    let ip = *client_ip.get_or_insert_with(|| self.client_ip(parts));
+                    // Read (and warned about) only when a policy keys by it.
+                    let ip = if def.key.contains(&KeyPart::ClientIp) {
+                        *client_ip.get_or_insert_with(|| self.client_ip(parts))
+                    } else {
+                        None
+                    };
                     let facts = RequestFacts {
                         method,
                         path,
@@ -452,7 +457,12 @@ impl Shared {
         problem: &KeyProblem,
         status: StatusCode,
     ) -> Response<Full<Bytes>> {
-        let detail = format!("the request has no key for policy '{policy}': {problem}");
+        let detail = match problem {
+            KeyProblem::TooLong(e) => {
+                format!("the request's key for policy '{policy}' is unusable: {e}")
+            }
+            _ => format!("the request has no key for policy '{policy}': {problem}"),
+        };
         #[cfg(feature = "grpc")]
         if crate::grpc::is_grpc(parts) {
             let code = match status {
@@ -462,7 +472,11 @@ impl Shared {
             };
             return crate::grpc::status(code, detail, HeaderMap::new());
         }
-        problem_response(parts, status, "missing-key", &detail, HeaderMap::new())
+        let kind = match problem {
+            KeyProblem::TooLong(_) => "key-too-long",
+            _ => "missing-key",
+        };
+        problem_response(parts, status, kind, &detail, HeaderMap::new())
     }
 }
 

@@ -276,11 +276,12 @@ impl PolicyBuilder {
                 return fail("an empty list of methods matches no request".into());
             }
             Some(m) => {
-                if let Some(bad) = m
+                if let Some(Err(e)) = m
                     .iter()
-                    .find(|m| m.is_empty() || !m.bytes().all(|b| b.is_ascii_uppercase()))
+                    .map(|m| ratewarden_limiter::check_method(m))
+                    .find(Result::is_err)
                 {
-                    return fail(format!("'{bad}' is not an uppercase method"));
+                    return fail(e);
                 }
                 Some(m)
             }
@@ -337,7 +338,8 @@ mod tests {
         );
         assert!(error(ok().count_denied()).contains("count_denied is for fixed_window only"));
         assert!(error(ok().key([])).contains("needs a key"));
-        assert!(error(ok().methods(["get"])).contains("'get' is not an uppercase method"));
+        assert!(error(ok().methods(["get"])).contains("'get' is not a method"));
+        assert!(ok().methods(["M-SEARCH", "PURGE"]).build().is_ok());
         assert!(error(ok().methods(Vec::<String>::new())).contains("matches no request"));
         assert!(error(ok().path("api/*")).contains("'api/*'"));
         assert!(error(PolicyBuilder::gcra("a b")).contains("'a b' is not a policy name"));

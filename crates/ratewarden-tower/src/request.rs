@@ -34,7 +34,11 @@ pub struct RequestFacts<'a> {
 pub enum KeyProblem {
     /// The policy keys by `client_ip` and the client's address is not
     /// known (a tower service without connection info).
-    #[error("the client's address is not known")]
+    #[error(
+        "the client's address is not known (the service must put the peer address into the \
+         request: axum's into_make_service_with_connect_info::<SocketAddr>(), tonic's TcpConnectInfo, \
+         or a SocketAddr extension)"
+    )]
     NoClientIp,
     /// A custom key function found no key (an unauthenticated request,
     /// say).

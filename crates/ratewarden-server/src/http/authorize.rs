@@ -30,6 +30,54 @@ use crate::state::AppState;
 /// 403 and maps it back to 429 (docs/forward-auth.md).
 pub const DENY_STATUS: HeaderName = HeaderName::from_static("x-ratewarden-deny-status");
 
+/// The headers `/v1/authorize` reads, for the OpenAPI document only (the
+/// handler reads them from the `HeaderMap`, as forward auth must accept
+/// what the schema cannot say: `X-Original-URI` in place of a missing
+/// `X-Forwarded-Uri`). Strings, never null: a header is absent or a
+/// string.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+struct ForwardedHeaders {
+    /// The original request's method, an RFC 9110 token (nginx:
+    /// `$request_method`); default: this request's method.
+    #[param(
+        rename = "X-Forwarded-Method",
+        required = false,
+        pattern = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,32}$"
+    )]
+    forwarded_method: String,
+    /// The original request's URI, `/path?query` (an absolute
+    /// `http://host/path?query` is read for its path and query). When it
+    /// is missing, `X-Original-URI` is read instead; one of the two is
+    /// required.
+    #[param(
+        rename = "X-Forwarded-Uri",
+        pattern = r"^/[A-Za-z0-9._~!$&'()*+,;=:@/?-]{0,1023}$"
+    )]
+    forwarded_uri: String,
+    /// The original URI, as nginx configurations often send it; read when
+    /// `X-Forwarded-Uri` is missing.
+    #[param(
+        rename = "X-Original-URI",
+        required = false,
+        pattern = r"^/[A-Za-z0-9._~!$&'()*+,;=:@/?-]{0,1023}$"
+    )]
+    original_uri: String,
+    /// The client chain; believed only from a `--trusted-proxy` peer, read
+    /// from the right.
+    #[param(rename = "X-Forwarded-For", required = false)]
+    forwarded_for: String,
+    /// `401`, `403` or `429` (default): the status of a denial (nginx
+    /// needs 403); another value is a 400.
+    #[param(
+        rename = "X-Ratewarden-Deny-Status",
+        required = false,
+        pattern = "^(401|403|429)$"
+    )]
+    deny_status: String,
+}
+
 /// Decides the forwarded request: 200 (no body) with the rate-limit
 /// headers when every matching policy allows it, 200 without them when no
 /// policy applies, 429 problem details when one denies it.
@@ -39,13 +87,7 @@ pub const DENY_STATUS: HeaderName = HeaderName::from_static("x-ratewarden-deny-s
     operation_id = "authorize",
     description = "Forward auth. Any method is accepted and answered alike (nginx, Caddy and Traefik send GET); without X-Forwarded-Method the authorize request's own method is the original one.",
     tag = "forward-auth",
-    params(
-        ("X-Forwarded-Method" = Option<String>, Header, description = "The original request's method (nginx: $request_method); default: this request's method"),
-        ("X-Forwarded-Uri" = Option<String>, Header, description = "The original request's URI (path and query); X-Original-URI is read when it is missing; one of them is required"),
-        ("X-Original-URI" = Option<String>, Header, description = "The original URI, as nginx configurations often send it"),
-        ("X-Forwarded-For" = Option<String>, Header, description = "The client chain; believed only from a --trusted-proxy peer, read from the right"),
-        ("X-Ratewarden-Deny-Status" = Option<u16>, Header, description = "401, 403 or 429 (default): the status of a denial (nginx needs 403)"),
-    ),
+    params(ForwardedHeaders),
     responses(
         (status = 200, description = "Allowed (or no policy applies): RateLimit-Policy, RateLimit and X-RateLimit-* headers when a policy applied; no body"),
         (status = 400, description = "No X-Forwarded-Uri or X-Original-URI, a URI or method that does not parse, a key over 4096 bytes, a bad X-Ratewarden-Deny-Status", body = crate::http::problem::Problem, content_type = "application/problem+json"),
@@ -138,8 +180,9 @@ fn forwarded_uri(headers: &HeaderMap) -> Result<Uri, ApiError> {
         (None, Some(v)) => ("X-Original-URI", v),
         (None, None) => {
             return Err(ApiError::bad_request(
-                "forward auth needs the original request's URI in X-Forwarded-Uri or \
-                 X-Original-URI (nginx: proxy_set_header X-Original-URI $request_uri)",
+                "forward auth needs the original request's URI in X-Forwarded-Uri (nginx: \
+                 proxy_set_header X-Forwarded-Uri $request_uri; the proxy must set it, and \
+                 X-Forwarded-Method, itself, or a client can send its own) or X-Original-URI",
             ));
         }
     };
