@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratewarden_core::{
-    Algorithm, Batch, Decision, Key, KeyMatch, ManualClock, MemoryStore, Policy, Quota, Store,
-    StoreError, Timestamp,
+    Algorithm, Key, KeyMatch, ManualClock, MemoryStore, Policy, Quota, Timestamp,
 };
 use ratewarden_limiter::{Basis, Check, CheckError, FailureMode, Limiter, PolicyDef, PolicySet};
 
@@ -113,29 +112,6 @@ async fn a_shadow_policy_never_denies_and_reports_its_would_be_denial() {
     );
 }
 
-/// A store that is always unreachable.
-#[derive(Debug)]
-struct Down;
-
-#[async_trait::async_trait]
-impl Store for Down {
-    async fn acquire(&self, _: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
-        Err(StoreError::Unavailable("down".into()))
-    }
-    async fn status(&self, _: &Policy, _: &Key, _: Timestamp) -> Result<Decision, StoreError> {
-        Err(StoreError::Unavailable("down".into()))
-    }
-    async fn reset(&self, _: &Policy, _: KeyMatch<'_>, _: Timestamp) -> Result<u64, StoreError> {
-        Err(StoreError::Unavailable("down".into()))
-    }
-    async fn prune(&self, _: Algorithm, _: Duration, _: Timestamp) -> Result<u64, StoreError> {
-        Ok(0)
-    }
-    fn keeps_audit_log(&self) -> bool {
-        false
-    }
-}
-
 #[tokio::test]
 async fn fail_open_needs_every_policy_of_the_batch_to_fail_open() {
     let policies = PolicySet::new([
@@ -143,7 +119,11 @@ async fn fail_open_needs_every_policy_of_the_batch_to_fail_open() {
         def("closed", Algorithm::Gcra, 1, FailureMode::Closed),
     ])
     .unwrap();
-    let limiter = Limiter::new(Arc::new(Down), Arc::new(ManualClock::default()), policies);
+    let limiter = Limiter::new(
+        ratewarden_testkit::FailingStore::unavailable(),
+        Arc::new(ManualClock::default()),
+        policies,
+    );
     let k = key("k");
     let out = limiter.check(&[Check::one("open", &k)]).await.unwrap();
     assert!(out.allowed);

@@ -5,38 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use ratewarden_core::{
-    Algorithm, Batch, Decision, Key, KeyMatch, ManualClock, Policy, Store, StoreError, Timestamp,
-};
+use ratewarden_core::{ManualClock, Timestamp};
 use ratewarden_server::cli::{Cli, Command};
 use ratewarden_server::startup::Application;
-
-/// A store that is always unreachable.
-#[derive(Debug)]
-struct Unreachable;
-
-#[async_trait]
-impl Store for Unreachable {
-    async fn acquire(&self, _: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    async fn status(&self, _: &Policy, _: &Key, _: Timestamp) -> Result<Decision, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    async fn reset(&self, _: &Policy, _: KeyMatch<'_>, _: Timestamp) -> Result<u64, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    async fn prune(&self, _: Algorithm, _: Duration, _: Timestamp) -> Result<u64, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    fn keeps_audit_log(&self) -> bool {
-        false
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-}
 
 async fn spawn(policy: &str) -> String {
     spawn_with(&["--on-store-error", policy]).await
@@ -57,9 +28,13 @@ async fn spawn_both(args: &[&str]) -> (String, Option<String>) {
     };
     let settings = args.into_settings(Some("admin".into())).expect("settings");
     let clock = Arc::new(ManualClock::new(Timestamp::from_unix_secs(1_767_225_600)));
-    let app = Application::with_store(settings, Arc::new(Unreachable), clock)
-        .await
-        .expect("app");
+    let app = Application::with_store(
+        settings,
+        ratewarden_testkit::FailingStore::unavailable(),
+        clock,
+    )
+    .await
+    .expect("app");
     let base = format!("http://{}", app.local_addr());
     let grpc = app.grpc_addr().map(|a| format!("http://{a}"));
     tokio::spawn(app.run_until_stopped(std::future::pending()));

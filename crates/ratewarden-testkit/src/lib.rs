@@ -28,14 +28,18 @@
 //!   `(Arc<dyn Store>, Algorithm)`, and [`TestStore`].
 //! - [`store_conformance!`]: the macro that turns them into tests.
 //! - [`redis_server`]: a `redis-server` of a test's own on a free port.
+//! - [`FailingStore`]: a store whose every call fails (transiently or for
+//!   good), for the failure modes.
 
 pub mod conformance;
+mod failing;
 pub mod ledger;
 mod macros;
 pub mod model;
 pub mod redis_server;
 
 pub use conformance::TestStore;
+pub use failing::FailingStore;
 pub use ratewarden_core::ManualClock;
 
 /// What [`store_conformance!`] refers to through `$crate`; not public API.

@@ -131,7 +131,10 @@ pub fn query_value(query: Option<&str>, name: &str) -> Option<Vec<u8>> {
         })
 }
 
-fn form_decode(s: &str) -> Vec<u8> {
+/// `s` percent-decoded with `+` as a space
+/// (`application/x-www-form-urlencoded`): how every query parameter is
+/// read.
+pub fn form_decode(s: &str) -> Vec<u8> {
     let spaced = s.replace('+', " ");
     percent_decode(spaced.as_bytes()).collect()
 }

@@ -15,7 +15,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::routing::{get, post};
 use bytes::Bytes;
-use common::{FailingStore, MINUTE, START, clock, header, key, literal, per_minute};
+use common::{
+    FailingStore, MINUTE, START, build, clock, header, key, layer_of, literal, per_minute,
+};
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use ratewarden_core::{Algorithm, Key, ManualClock, MemoryStore, Policy, Quota};
 use ratewarden_limiter::{FailureMode, Limiter, PolicyDef, PolicySet};
@@ -54,21 +56,6 @@ fn app(layer: RateLimitLayer) -> App {
         calls,
         layer,
     }
-}
-
-/// A layer of `policies` on the memory store and `clock`.
-fn layer_of(
-    clock: &ManualClock,
-    policies: impl IntoIterator<Item = PolicyBuilder>,
-) -> RateLimitLayerBuilder {
-    policies.into_iter().fold(
-        RateLimitLayer::builder().clock(Arc::new(clock.clone())),
-        |b, p| b.policy(p),
-    )
-}
-
-fn build(builder: RateLimitLayerBuilder) -> RateLimitLayer {
-    builder.build().expect("a valid layer")
 }
 
 /// A request from `peer` (no connection info when `None`).

@@ -10,9 +10,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{FailingStore, MINUTE, clock, header, key, literal, per_minute};
-use ratewarden_core::{ManualClock, Store};
-use ratewarden_tower::{KeyPart, MissingKey, PolicyBuilder, RateLimitLayer, RateLimitLayerBuilder};
+use common::{FailingStore, MINUTE, build, clock, header, key, layer_of, literal, per_minute};
+use ratewarden_core::Store;
+use ratewarden_tower::{KeyPart, MissingKey, PolicyBuilder, RateLimitLayer};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Status};
@@ -88,20 +88,6 @@ impl Drop for Grpc {
     fn drop(&mut self) {
         self.server.abort();
     }
-}
-
-fn layer_of(
-    clock: &ManualClock,
-    policies: impl IntoIterator<Item = PolicyBuilder>,
-) -> RateLimitLayerBuilder {
-    policies.into_iter().fold(
-        RateLimitLayer::builder().clock(Arc::new(clock.clone())),
-        |b, p| b.policy(p),
-    )
-}
-
-fn build(builder: RateLimitLayerBuilder) -> RateLimitLayer {
-    builder.build().expect("a valid layer")
 }
 
 fn metadata<'a>(status: &'a Status, name: &str) -> Option<&'a str> {

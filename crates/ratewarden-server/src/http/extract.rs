@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
-use percent_encoding::percent_decode;
+use ratewarden_tower::request::form_decode;
 
 use super::problem::ApiError;
 use crate::state::AppState;
@@ -54,7 +54,7 @@ pub fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, A
     let mut found = None;
     for pair in query.unwrap_or("").split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if decode(k) != name.as_bytes() {
+        if form_decode(k) != name.as_bytes() {
             continue;
         }
         if found.is_some() {
@@ -62,7 +62,7 @@ pub fn query_param(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, A
                 "query parameter '{name}' is given more than once"
             )));
         }
-        found = Some(decode(v));
+        found = Some(form_decode(v));
     }
     Ok(found)
 }
@@ -76,14 +76,9 @@ pub fn query_params(query: Option<&str>, name: &str) -> Vec<Vec<u8>> {
         .filter(|pair| !pair.is_empty())
         .filter_map(|pair| {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(k) == name.as_bytes()).then(|| decode(v))
+            (form_decode(k) == name.as_bytes()).then(|| form_decode(v))
         })
         .collect()
-}
-
-fn decode(s: &str) -> Vec<u8> {
-    let spaced = s.replace('+', " ");
-    percent_decode(spaced.as_bytes()).collect()
 }
 
 /// A valid `endpoint`: a non-empty string of at most

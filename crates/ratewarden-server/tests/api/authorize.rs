@@ -8,12 +8,8 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-use ratewarden_core::{
-    Algorithm, Batch, Decision, Key, KeyMatch, ManualClock, Policy, Store, StoreError, Timestamp,
-};
+use ratewarden_core::ManualClock;
 use ratewarden_server::startup::Application;
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response};
@@ -1005,32 +1001,6 @@ match = { path = "/api/*" }
     }
 }
 
-/// A store that is always unreachable.
-#[derive(Debug)]
-struct Unreachable;
-
-#[async_trait]
-impl Store for Unreachable {
-    async fn acquire(&self, _: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    async fn status(&self, _: &Policy, _: &Key, _: Timestamp) -> Result<Decision, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    async fn reset(&self, _: &Policy, _: KeyMatch<'_>, _: Timestamp) -> Result<u64, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    async fn prune(&self, _: Algorithm, _: Duration, _: Timestamp) -> Result<u64, StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-    fn keeps_audit_log(&self) -> bool {
-        false
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        Err(StoreError::Unavailable("connection refused".into()))
-    }
-}
-
 /// An unreachable store: a policy that fails closed answers 503 problem
 /// details; one that fails open lets the request through without
 /// advertising a quota.
@@ -1065,9 +1035,13 @@ match = { path = "/*" }
     let options = AppOptions::args(&["--config", config.to_str().unwrap()]);
     let settings = settings(&options, &dir.path().join("unused.db"));
     let clock = Arc::new(ManualClock::new(start()));
-    let application = Application::with_store(settings, Arc::new(Unreachable), clock)
-        .await
-        .unwrap();
+    let application = Application::with_store(
+        settings,
+        ratewarden_testkit::FailingStore::unavailable(),
+        clock,
+    )
+    .await
+    .unwrap();
     let base = format!("http://{}", application.local_addr());
     tokio::spawn(application.run_until_stopped(std::future::pending()));
     let client = reqwest::Client::builder().no_proxy().build().unwrap();

@@ -6,11 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use ratewarden_core::{
-    Algorithm, Batch, Decision, Key, KeyMatch, ManualClock, Policy, Store, StoreError, Timestamp,
-};
-use ratewarden_tower::{KeyPart, PolicyBuilder};
+use ratewarden_core::{Key, ManualClock, Timestamp};
+use ratewarden_tower::{KeyPart, PolicyBuilder, RateLimitLayer, RateLimitLayerBuilder};
 
 /// A whole number of minutes and hours since the epoch, so fixed windows
 /// of a minute or an hour start exactly here.
@@ -42,49 +39,19 @@ pub fn key(part: &str) -> Key {
     Key::single(part).expect("a short key")
 }
 
-/// A store whose every call fails: transiently (`unavailable`, what
-/// fail open / fail closed is about) or for good (`broken`).
-#[derive(Debug)]
-pub struct FailingStore {
-    transient: bool,
+pub use ratewarden_testkit::FailingStore;
+
+/// A layer of `policies` on the memory store and `clock`.
+pub fn layer_of(
+    clock: &ManualClock,
+    policies: impl IntoIterator<Item = PolicyBuilder>,
+) -> RateLimitLayerBuilder {
+    policies.into_iter().fold(
+        RateLimitLayer::builder().clock(Arc::new(clock.clone())),
+        |b, p| b.policy(p),
+    )
 }
 
-impl FailingStore {
-    pub fn unavailable() -> Arc<FailingStore> {
-        Arc::new(FailingStore { transient: true })
-    }
-
-    pub fn broken() -> Arc<FailingStore> {
-        Arc::new(FailingStore { transient: false })
-    }
-
-    fn error(&self) -> StoreError {
-        if self.transient {
-            StoreError::Unavailable("connection refused".into())
-        } else {
-            StoreError::Failed("database disk image is malformed".into())
-        }
-    }
-}
-
-#[async_trait]
-impl Store for FailingStore {
-    async fn acquire(&self, _: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
-        Err(self.error())
-    }
-    async fn status(&self, _: &Policy, _: &Key, _: Timestamp) -> Result<Decision, StoreError> {
-        Err(self.error())
-    }
-    async fn reset(&self, _: &Policy, _: KeyMatch<'_>, _: Timestamp) -> Result<u64, StoreError> {
-        Err(self.error())
-    }
-    async fn prune(&self, _: Algorithm, _: Duration, _: Timestamp) -> Result<u64, StoreError> {
-        Err(self.error())
-    }
-    fn keeps_audit_log(&self) -> bool {
-        false
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        Err(self.error())
-    }
+pub fn build(builder: RateLimitLayerBuilder) -> RateLimitLayer {
+    builder.build().expect("a valid layer")
 }
