@@ -51,7 +51,7 @@ pub struct PolicySpec {
 }
 
 /// The top-level keys, in documentation order.
-const SETTINGS: [&str; 21] = [
+const SETTINGS: [&str; 22] = [
     "listen",
     "grpc_listen",
     "envoy_config",
@@ -68,6 +68,7 @@ const SETTINGS: [&str; 21] = [
     "time_source",
     "store_timeout_ms",
     "audit_retention",
+    "audit_sample",
     "max_body_bytes",
     "header_read_timeout",
     "idle_timeout",
@@ -168,6 +169,7 @@ impl ConfigFile {
                 "audit_retention" => {
                     overrides.audit_retention_secs = r.number(value, k, values::check_secs)
                 }
+                "audit_sample" => overrides.audit_sample = r.number(value, k, Ok),
                 "max_body_bytes" => {
                     overrides.max_body_bytes = r.number(value, k, values::check_body_limit)
                 }

@@ -54,6 +54,9 @@ impl fmt::Display for StoreConfig {
 pub struct StoreOptions {
     /// How long audit-log rows are kept (stores with an audit log only).
     pub audit_retention: Duration,
+    /// One audit-log row per this many allowed requests: 1 every one (the
+    /// seed's behaviour, the default), 0 none.
+    pub audit_sample: u64,
     /// The longest one call to a networked store (Redis) may take before it
     /// counts as unavailable.
     pub call_timeout: Duration,
@@ -64,6 +67,7 @@ impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
+            audit_sample: 1,
             call_timeout: Duration::from_millis(100),
         }
     }
@@ -197,6 +201,8 @@ pub struct Overrides {
     pub store_timeout_ms: Option<u64>,
     /// `audit_retention`: how long audit rows are kept, in whole seconds.
     pub audit_retention_secs: Option<u64>,
+    /// `audit_sample`: one audit row per this many allowed requests (0: none).
+    pub audit_sample: Option<u64>,
     /// `max_body_bytes`.
     pub max_body_bytes: Option<usize>,
     /// `header_read_timeout`, in seconds.
@@ -227,6 +233,7 @@ impl Overrides {
             time_source: self.time_source.or(lower.time_source),
             store_timeout_ms: self.store_timeout_ms.or(lower.store_timeout_ms),
             audit_retention_secs: self.audit_retention_secs.or(lower.audit_retention_secs),
+            audit_sample: self.audit_sample.or(lower.audit_sample),
             max_body_bytes: self.max_body_bytes.or(lower.max_body_bytes),
             header_read_timeout_secs: self
                 .header_read_timeout_secs
@@ -280,6 +287,9 @@ pub struct Settings {
     pub admin_key: Option<AdminKey>,
     /// Audit-log retention.
     pub audit_retention: Duration,
+    /// Audit-log sampling: one row per this many allowed requests (1 every
+    /// one, 0 none).
+    pub audit_sample: u64,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// The failure mode of policies that set none.
@@ -419,6 +429,7 @@ impl Settings {
                 store_timeout: Duration::from_millis(o.store_timeout_ms.unwrap_or(100)),
                 admin_key: AdminKey::new(admin_key),
                 audit_retention: Duration::from_secs(o.audit_retention_secs.unwrap_or(604_800)),
+                audit_sample: o.audit_sample.unwrap_or(1),
                 max_body_bytes: o.max_body_bytes.unwrap_or(16_384),
                 on_store_error,
                 connections: ConnectionLimits {
@@ -439,6 +450,7 @@ impl Settings {
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions {
             audit_retention: self.audit_retention,
+            audit_sample: self.audit_sample,
             call_timeout: self.store_timeout,
         }
     }
@@ -467,6 +479,7 @@ impl Settings {
             "audit_retention",
             self.audit_retention != next.audit_retention,
         );
+        differs("audit_sample", self.audit_sample != next.audit_sample);
         differs("max_body_bytes", self.max_body_bytes != next.max_body_bytes);
         let (c, n) = (&self.connections, &next.connections);
         differs(

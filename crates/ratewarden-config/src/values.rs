@@ -153,6 +153,12 @@ pub fn check_max_connections(n: u64) -> Result<usize, String> {
         .ok_or_else(|| format!("{n} must be at least 1 connection"))
 }
 
+/// The audit log's sampling: one row per `N` allowed requests, `1` for
+/// every one (the seed's behaviour), `0` for none.
+pub fn parse_audit_sample(s: &str) -> Result<u64, String> {
+    whole_number(s)
+}
+
 /// A body size in bytes, at least 1.
 pub fn parse_body_limit(s: &str) -> Result<usize, String> {
     check_body_limit(whole_number(s)?)

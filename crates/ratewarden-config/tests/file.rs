@@ -89,6 +89,7 @@ on_store_error = "closed"
 time_source = "local"
 store_timeout_ms = 250
 audit_retention = 3600
+audit_sample = 100
 max_body_bytes = 1024
 "#,
     )
@@ -110,6 +111,7 @@ max_body_bytes = 1024
     assert_eq!(s.on_store_error, FailureMode::Closed);
     assert_eq!(s.store_timeout, Duration::from_millis(250));
     assert_eq!(s.audit_retention, Duration::from_secs(3600));
+    assert_eq!(s.audit_sample, 100);
     assert_eq!(s.max_body_bytes, 1024);
 
     let flags = Overrides {

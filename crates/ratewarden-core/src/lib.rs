@@ -39,6 +39,7 @@ pub mod key;
 pub mod memory;
 pub mod quota;
 pub mod store;
+pub mod utc;
 
 pub use batch::{Acquire, Audit, Batch, Settlement};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

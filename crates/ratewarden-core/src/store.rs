@@ -118,6 +118,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         "custom"
     }
 
+    /// How many audit-log rows the store has written since it was opened,
+    /// for a store that keeps an audit log ([`Store::keeps_audit_log`]);
+    /// `None` otherwise (the default).
+    fn audit_rows(&self) -> Option<u64> {
+        None
+    }
+
+    /// How many bytes the store's data takes on disk now, for a store
+    /// with local files (SQLite: the database and its write-ahead log);
+    /// `None` otherwise (the default).
+    fn disk_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// How many entries (keys with state, per policy and algorithm) the
     /// store holds now, expired ones not yet swept included, when it can
     /// tell without scanning its data (the memory store); `None` otherwise

@@ -12,14 +12,30 @@ use ratewarden_core::algorithm::sliding_window::{self, SlidingWindowState};
 use ratewarden_core::{
     Algorithm, Attempt, Batch, Decision, Mode, Quota, Settlement, StoreError, Timestamp,
 };
+use redis::{ErrorKind, ServerErrorKind};
 
 use crate::sliding_window as sw;
 use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, redis_error, sliding_log as sl};
 
-/// Arguments per item after the algorithm code and the flags.
-const ARGS: usize = 7;
-/// Reply values per item: allowed, then up to four of state.
-const REPLY: usize = 5;
+/// Arguments per item after the algorithm code and the flags (`ARGS` in
+/// `lua/batch.lua`).
+fn args(algorithm: Algorithm) -> usize {
+    match algorithm {
+        Algorithm::FixedWindow => 4,
+        Algorithm::SlidingLog => 5,
+        Algorithm::Gcra => 6,
+        Algorithm::SlidingWindow => 7,
+    }
+}
+
+/// Reply values per item: allowed, then the state seen (`SEEN` in
+/// `lua/batch.lua`).
+fn reply_len(algorithm: Algorithm) -> usize {
+    match algorithm {
+        Algorithm::FixedWindow | Algorithm::Gcra => 2,
+        Algorithm::SlidingLog | Algorithm::SlidingWindow => 4,
+    }
+}
 
 /// One item's key and arguments for the script.
 pub(crate) struct Block {
@@ -96,43 +112,62 @@ pub(crate) async fn acquire(
 ) -> Result<Vec<Decision>, StoreError> {
     let now = batch.now();
     let items = batch.items();
-    let mut invocation = store.scripts.batch.prepare_invoke();
-    invocation.arg(items.len());
-    for item in items {
-        let attempt = Attempt {
-            now,
-            cost: item.cost,
+    let blocks: Vec<Block> = items
+        .iter()
+        .map(|item| {
+            let attempt = Attempt {
+                now,
+                cost: item.cost,
+            };
+            let (policy, key) = (item.policy, item.key);
+            match policy.algorithm {
+                Algorithm::FixedWindow => fw::block(store, policy, key, attempt),
+                Algorithm::SlidingLog => sl::block(store, policy, key, attempt),
+                Algorithm::SlidingWindow => sw::block(store, policy, key, attempt),
+                Algorithm::Gcra => gc::block(store, policy, key, attempt),
+            }
+        })
+        .collect();
+    // EVALSHA built by hand (one buffer, no copy per argument); NOSCRIPT
+    // handled below as `redis::Script` would.
+    let script = &store.scripts.batch;
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(items.len());
+    for block in &blocks {
+        cmd.arg(&block.name);
+    }
+    cmd.arg(items.len());
+    for (item, block) in items.iter().zip(&blocks) {
+        let policy = item.policy;
+        let flags = match (policy.mode, policy.counts_denied(), block.never) {
+            (Mode::Enforce, false, false) => "e",
+            (Mode::Enforce, true, false) => "ec",
+            (Mode::Enforce, false, true) => "en",
+            (Mode::Enforce, true, true) => "ecn",
+            (Mode::Shadow, false, false) => "s",
+            (Mode::Shadow, true, false) => "sc",
+            (Mode::Shadow, false, true) => "sn",
+            (Mode::Shadow, true, true) => "scn",
         };
-        let (policy, key) = (item.policy, item.key);
-        let block = match policy.algorithm {
-            Algorithm::FixedWindow => fw::block(store, policy, key, attempt),
-            Algorithm::SlidingLog => sl::block(store, policy, key, attempt),
-            Algorithm::SlidingWindow => sw::block(store, policy, key, attempt),
-            Algorithm::Gcra => gc::block(store, policy, key, attempt),
-        };
-        let mut flags = String::from(match policy.mode {
-            Mode::Enforce => "e",
-            Mode::Shadow => "s",
-        });
-        if policy.counts_denied() {
-            flags.push('c');
-        }
-        if block.never {
-            flags.push('n');
-        }
-        invocation
-            .key(block.name)
-            .arg(keys::script_code(policy.algorithm))
-            .arg(flags);
-        for i in 0..ARGS {
-            invocation.arg(block.args.get(i).map_or("", String::as_str));
+        cmd.arg(keys::script_code(policy.algorithm)).arg(flags);
+        for i in 0..args(policy.algorithm) {
+            cmd.arg(block.args.get(i).map_or("", String::as_str));
         }
     }
-    let invocation = &invocation;
+    let cmd = &cmd;
     let reply: Vec<Option<String>> = store
-        .call(|mut con| async move { invocation.invoke_async(&mut con).await.map_err(redis_error) })
+        .call(|mut con| async move {
+            match cmd.query_async(&mut con).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    script.load_async(&mut con).await.map_err(redis_error)?;
+                    cmd.query_async(&mut con).await.map_err(redis_error)
+                }
+                other => other.map_err(redis_error),
+            }
+        })
         .await?;
-    if reply.len() != items.len() * REPLY {
+    let expected: usize = items.iter().map(|i| reply_len(i.policy.algorithm)).sum();
+    if reply.len() != expected {
         return Err(StoreError::Failed(format!(
             "the batch script answered {} values for {} items",
             reply.len(),
@@ -141,14 +176,22 @@ pub(crate) async fn acquire(
     }
     let mut seen = Vec::with_capacity(items.len());
     let mut own = Vec::with_capacity(items.len());
-    for (item, values) in items.iter().zip(reply.chunks(REPLY)) {
-        let [allowed, a, b, c, _] = <[Option<String>; REPLY]>::try_from(values.to_vec())
-            .map_err(|_| StoreError::Failed("a short batch reply".into()))?;
+    // The length is checked above, so `next` never runs out.
+    let mut values = reply.into_iter();
+    let mut next = || values.next().flatten();
+    for item in items {
+        let allowed = next();
         let state = match item.policy.algorithm {
-            Algorithm::FixedWindow => fw::seen(item.policy, now, a)?,
-            Algorithm::SlidingLog => sl::seen(a, b, c)?,
-            Algorithm::SlidingWindow => sw::seen((a, b, c))?,
-            Algorithm::Gcra => gc::seen(a)?,
+            Algorithm::FixedWindow => fw::seen(item.policy, now, next())?,
+            Algorithm::SlidingLog => {
+                let (a, b, c) = (next(), next(), next());
+                sl::seen(a, b, c)?
+            }
+            Algorithm::SlidingWindow => {
+                let (a, b, c) = (next(), next(), next());
+                sw::seen((a, b, c))?
+            }
+            Algorithm::Gcra => gc::seen(next())?,
         };
         let attempt = Attempt {
             now,

@@ -1,8 +1,11 @@
 //! GCRA: one string per (policy, key), the theoretical arrival time in
 //! nanoseconds, living until that instant. The batch script computes
-//! `max(tat, now)`, decides and, when charged, writes on decimal strings
-//! (instants reach `i64::MAX`, past a double's 2^53); it returns the `tat`
-//! it saw and Rust runs the reference algorithm on it.
+//! `max(tat, now)`, decides and, when charged, writes: instants reach
+//! `i64::MAX`, past a double's 2^53, so they travel as decimal strings;
+//! the script works on spans from `now` in doubles when `B·T − c·T` and
+//! `c·T` have at most 15 digits (exact there), and on the decimal strings
+//! otherwise. It returns the `tat` it saw and Rust runs the reference
+//! algorithm on it.
 
 use ratewarden_core::algorithm::gcra::{self, GcraState, MAX_TAT};
 use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
@@ -35,6 +38,7 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
             cost_time.to_string(),
             MAX_TAT.to_string(),
             slack_ms(store.config.ttl_slack()).to_string(),
+            (capacity - cost_time).to_string(),
         ],
     )
 }

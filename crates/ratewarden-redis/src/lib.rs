@@ -55,13 +55,21 @@
 //! while times are `u64` nanoseconds (about 1.8·10^18 today), counts go up
 //! to `i64::MAX` and the sliding window compares products up to 2^127. So
 //! every such number crosses into Lua as a decimal string, and the scripts
-//! compare, add and multiply them exactly on decimal strings
-//! (`lua/decimal.lua`); `tonumber` is used only on values known to be
-//! small (live event counts, TTLs in milliseconds). Counters are read with
-//! `GET`, never from an `INCRBY` reply (an integer reply becomes a double
-//! in Lua). Sliding-log events are members of a sorted set named by their
-//! zero-padded nanosecond time, all scored 0, because a double score
-//! would round nanoseconds.
+//! compare, add and multiply them exactly (`lua/decimal.lua`), as cheaply
+//! as exactness allows: a string of at most 15 digits is below 10^15 <
+//! 2^53, so `tonumber` is exact on it and on the sum of two; up to 30
+//! digits (every `u64`: times, counts, GCRA instants) a value is compared
+//! and added as two such halves of 15 digits, and a time span is turned
+//! into milliseconds the same way; only longer values, and the sliding
+//! window's products when they pass 15 digits, go through limbs of 7
+//! digits. Otherwise `tonumber` is used only on values known to be small
+//! (live event counts, TTLs in milliseconds). Counters are added by Redis's
+//! own `INCRBY` (exact on 64-bit integers; the script checks first that
+//! the sum stays within `i64::MAX`) and read with `GET`, never from an
+//! `INCRBY` reply (an integer reply becomes a double in Lua). Sliding-log
+//! events are members of a sorted set named by their zero-padded
+//! nanosecond time, all scored 0, because a double score would round
+//! nanoseconds.
 //!
 //! # Time and clock skew
 //! The caller passes the time (its [`ratewarden_core::Clock`]); Redis's

@@ -15,9 +15,10 @@ use redis::Script;
 
 const DECIMAL: &str = include_str!("lua/decimal.lua");
 
-/// The compiled (hashed) scripts. `redis::Script` runs `EVALSHA` and, on
-/// `NOSCRIPT` (after a restart or `SCRIPT FLUSH`), loads the script and
-/// retries once.
+/// The compiled (hashed) scripts, run by `EVALSHA`; on `NOSCRIPT` (after a
+/// restart or `SCRIPT FLUSH`) the caller loads the script and retries once
+/// (`redis::Script` for the read-only one, `batch.rs` by hand for the
+/// batch, whose command it builds in one buffer).
 pub(crate) struct Scripts {
     pub(crate) batch: Script,
     pub(crate) sliding_log_read: Script,

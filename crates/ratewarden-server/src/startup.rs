@@ -79,6 +79,7 @@ pub fn open_store(
         StoreConfig::Sqlite(path) => {
             let options = SqliteOptions {
                 audit_retention: options.audit_retention,
+                audit_sample: options.audit_sample,
                 ..SqliteOptions::default()
             };
             let store = SqliteStore::open(path, options).map_err(|e| StartupError::Store {

@@ -1,7 +1,7 @@
 //! A batch on SQLite: every item decided on the state as it stands, the
 //! all-or-nothing rule of `ratewarden_core::batch`, then the writes, all
-//! inside the one savepoint of the worker's `BEGIN IMMEDIATE`
-//! transaction. Nothing another connection could see happens in between.
+//! inside the worker's `BEGIN IMMEDIATE` transaction. Nothing another
+//! connection could see happens in between.
 
 use std::num::NonZeroU64;
 
@@ -13,6 +13,7 @@ use ratewarden_core::{
 };
 use rusqlite::Connection;
 
+use crate::audit::AuditLog;
 use crate::counters;
 use crate::{fixed_window, sliding_log};
 
@@ -88,13 +89,18 @@ fn write(
     now: Timestamp,
     decision: &Decision,
     pending: Pending,
+    audit_log: &mut AuditLog,
 ) -> rusqlite::Result<()> {
     let (policy, key, attempt) = (&item.policy, &item.key, attempt(item, now));
     match pending {
         Pending::Nothing => Ok(()),
         Pending::Fixed(next) => {
-            // The audit log keeps allowed requests only.
-            let audit = item.audit_path.as_deref().filter(|_| decision.allowed());
+            // The audit log keeps allowed requests only (those its
+            // sampling takes).
+            let audit = item
+                .audit_path
+                .as_deref()
+                .filter(|_| decision.allowed() && audit_log.take());
             fixed_window::write(conn, policy, key, attempt, next, audit)
         }
         Pending::Record => sliding_log::record(conn, policy, key, attempt),
@@ -120,17 +126,12 @@ pub(crate) fn status(
 
 /// Decides every item of `batch` all or nothing and writes what the
 /// settlement charges; one decision per item.
-pub(crate) fn acquire(conn: &Connection, batch: &OwnedBatch) -> rusqlite::Result<Vec<Decision>> {
+pub(crate) fn acquire(
+    conn: &Connection,
+    batch: &OwnedBatch,
+    audit_log: &mut AuditLog,
+) -> rusqlite::Result<Vec<Decision>> {
     let now = batch.now;
-    if let [item] = batch.items.as_slice()
-        && item.policy.counts_denied()
-    {
-        // Alone, it is charged whatever it decides: increment first.
-        let attempt = attempt(item, now);
-        let audit = item.audit_path.as_deref();
-        let d = fixed_window::acquire_counting(conn, &item.policy, &item.key, attempt, audit)?;
-        return Ok(vec![d]);
-    }
     let own = batch
         .items
         .iter()
@@ -158,7 +159,7 @@ pub(crate) fn acquire(conn: &Connection, batch: &OwnedBatch) -> rusqlite::Result
             decision
         };
         if settlement.charges(acquire) {
-            write(conn, item, now, &decision, pending)?;
+            write(conn, item, now, &decision, pending, audit_log)?;
         }
         decisions.push(reported);
     }

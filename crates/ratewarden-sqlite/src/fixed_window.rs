@@ -5,8 +5,12 @@
 //! the batch is settled, writes: on the seed table with seed A's upsert,
 //! `INSERT … ON CONFLICT … DO UPDATE SET count = count + ?`, inside the
 //! worker's `BEGIN IMMEDIATE` transaction, so the read and the increment
-//! are one atomic step. `rw_fixed_window` keeps one row per (policy, key):
-//! the current window's index and count.
+//! are one atomic step. (Seed A's own order, increment first and read the
+//! count back with `RETURNING`, gives the same answers but costs more:
+//! SQLite buffers `RETURNING` rows in a temporary table, 45,000
+//! instructions per decision against 33,000 for the read and the upsert,
+//! callgrind, in BENCHMARKS.md.) `rw_fixed_window` keeps one row per
+//! (policy, key): the current window's index and count.
 
 use std::time::Duration;
 
@@ -25,26 +29,6 @@ INSERT INTO rate_limit_windows (key, window_start, count) VALUES (?1, ?2, ?3)
 ON CONFLICT (key, window_start) DO UPDATE SET count =
     CASE WHEN count > 9223372036854775807 - excluded.count THEN 9223372036854775807
          ELSE count + excluded.count END";
-
-/// The same, answering the count after the increment (a check alone in its
-/// batch that counts denied attempts: one statement, seed A's own).
-const SEED_UPSERT_RETURNING: &str = "
-INSERT INTO rate_limit_windows (key, window_start, count) VALUES (?1, ?2, ?3)
-ON CONFLICT (key, window_start) DO UPDATE SET count =
-    CASE WHEN count > 9223372036854775807 - excluded.count THEN 9223372036854775807
-         ELSE count + excluded.count END
-RETURNING count";
-
-/// `rw_fixed_window`'s increment for the same case: a new window starts
-/// at the cost, the current one adds it (saturating).
-const OWN_UPSERT_RETURNING: &str = "
-INSERT INTO rw_fixed_window (policy, key, window, count, expires) VALUES (?1, ?2, ?3, ?4, ?5)
-ON CONFLICT (policy, key) DO UPDATE SET
-    count = CASE WHEN window <> excluded.window THEN excluded.count
-                 WHEN count > 9223372036854775807 - excluded.count THEN 9223372036854775807
-                 ELSE count + excluded.count END,
-    window = excluded.window, expires = excluded.expires
-RETURNING count";
 
 const SEED_READ: &str = "SELECT count FROM rate_limit_windows WHERE key = ?1 AND window_start = ?2";
 
@@ -149,63 +133,6 @@ pub(crate) fn write(
         }
     }
     Ok(())
-}
-
-/// One check alone in its batch, of a policy that counts denied attempts:
-/// it is charged whatever its outcome, so the increment comes first and
-/// the decision is derived from the count it returns (one statement, no
-/// read). The reference algorithm runs on the count before the
-/// increment, so the answer is the same as [`decide`] then [`write`].
-pub(crate) fn acquire_counting(
-    conn: &Connection,
-    policy: &Policy,
-    key: &Key,
-    attempt: Attempt,
-    audit: Option<&str>,
-) -> rusqlite::Result<Decision> {
-    let quota = &policy.quota;
-    let cost = attempt.cost.get();
-    if cost > quota.limit() {
-        // Never passes and changes nothing.
-        return Ok(decide(conn, policy, key, attempt)?.0);
-    }
-    let k = fixed_window::window_index(quota, attempt.now);
-    let count: i64 = match keys::place(policy) {
-        Place::SeedWindows => {
-            let start = seed_start(quota, k);
-            conn.prepare_cached(SEED_UPSERT_RETURNING)?
-                .query_row(params![keys::window_key(key), start, int(cost)], |r| {
-                    r.get(0)
-                })?
-        }
-        _ => {
-            let expires = k.saturating_add(1).saturating_mul(quota.window_nanos());
-            conn.prepare_cached(OWN_UPSERT_RETURNING)?.query_row(
-                params![
-                    &*policy.name,
-                    key.encoded(),
-                    int(k),
-                    int(cost),
-                    int(expires)
-                ],
-                |r| r.get(0),
-            )?
-        }
-    };
-    let before = FixedWindowState {
-        window: k,
-        count: uint(count).saturating_sub(cost),
-    };
-    let decision = fixed_window::decide(Some(before), quota, attempt).0;
-    if let (true, Some(path), Place::SeedWindows) = (decision.allowed(), audit, keys::place(policy))
-    {
-        conn.prepare_cached(AUDIT)?.execute(params![
-            keys::window_key(key),
-            path,
-            timefmt::nanos(attempt.now)
-        ])?;
-    }
-    Ok(decision)
 }
 
 pub(crate) fn status(

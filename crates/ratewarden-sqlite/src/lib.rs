@@ -21,8 +21,9 @@
 //! One thread owns the one connection and runs every operation inside a
 //! `BEGIN IMMEDIATE` transaction, so decisions of this process are
 //! serialised: it never over-admits. A batch of checks is one operation:
-//! all its reads, the all-or-nothing rule and all its writes happen in one
-//! savepoint of that transaction. Several processes on one file are
+//! all its reads, the all-or-nothing rule and all its writes happen inside
+//! that transaction, and a failing operation takes back only its own
+//! writes (`worker.rs`). Several processes on one file are
 //! serialised by SQLite's write lock (WAL mode, busy timeout) and never
 //! over-admit either; the busy timeout bounds how long one waits.
 //!
@@ -38,7 +39,8 @@
 //! - `schema.rs`: the tables, indexes and `PRAGMA user_version`, and the
 //!   read-only check that a file is new or ratewarden's before any write.
 //! - `worker.rs`: the connection-owning thread, batching and savepoints.
-//! - `batch.rs`: one batch of checks, all or nothing, in one savepoint.
+//! - `batch.rs`: one batch of checks, all or nothing.
+//! - `audit.rs`: the audit log's sampling and its count of rows.
 //! - `fixed_window.rs`, `sliding_log.rs`, `counters.rs` (sliding window
 //!   counter, GCRA): read, write, status, reset and prune per algorithm.
 //! - `keys.rs`: which table holds a policy's state (the seed policies keep
@@ -46,6 +48,7 @@
 //! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
 //! - `lock.rs`: the advisory lock that marks a file as in use.
 
+mod audit;
 mod batch;
 mod counters;
 mod fixed_window;
@@ -57,7 +60,8 @@ mod timefmt;
 mod worker;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -68,6 +72,7 @@ use ratewarden_core::{
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
+use audit::AuditLog;
 use batch::{OwnedBatch, OwnedItem};
 use worker::{Job, Op, OwnedKeyMatch, Reply, Worker};
 
@@ -80,6 +85,10 @@ pub struct SqliteOptions {
     /// How long `api_calls` rows are kept; pruning deletes older ones.
     /// Default 7 days.
     pub audit_retention: Duration,
+    /// One `api_calls` row per this many allowed audited requests: 1 (the
+    /// default) keeps every one, as seed A does; 0 keeps none. Sampling
+    /// counts in this store's order of decisions.
+    pub audit_sample: u64,
     /// Most operations committed in one transaction. Default 256.
     pub batch_max: usize,
     /// Most operations waiting for the worker; callers wait for room.
@@ -92,6 +101,7 @@ impl Default for SqliteOptions {
         SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
+            audit_sample: 1,
             batch_max: 256,
             queue: 4096,
         }
@@ -140,6 +150,8 @@ pub enum SqliteError {
 #[derive(Debug)]
 pub struct SqliteStore {
     path: PathBuf,
+    /// `api_calls` rows committed since open (the worker counts them).
+    audit_rows: Arc<AtomicU64>,
     jobs: mpsc::Sender<Job>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -192,11 +204,13 @@ impl SqliteStore {
             return Err(SqliteError::Lock(e));
         }
         let (tx, rx) = mpsc::channel(options.queue.max(1));
+        let audit_rows = Arc::new(AtomicU64::new(0));
         let worker = Worker {
             conn,
             jobs: rx,
             batch_max: options.batch_max.max(1),
             audit_retention: options.audit_retention,
+            audit_log: AuditLog::new(options.audit_sample, Arc::clone(&audit_rows)),
             file_lock,
         };
         let thread = std::thread::Builder::new()
@@ -204,6 +218,7 @@ impl SqliteStore {
             .spawn(move || worker.run())?;
         Ok(SqliteStore {
             path,
+            audit_rows,
             jobs: tx,
             thread: Mutex::new(Some(thread)),
         })
@@ -335,6 +350,18 @@ impl Store for SqliteStore {
 
     fn keeps_audit_log(&self) -> bool {
         true
+    }
+
+    fn audit_rows(&self) -> Option<u64> {
+        Some(self.audit_rows.load(Ordering::Relaxed))
+    }
+
+    /// The database file and its write-ahead log, in bytes.
+    fn disk_bytes(&self) -> Option<u64> {
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        Some(size(&self.path) + size(Path::new(&wal)))
     }
 
     /// Finishes queued operations, checkpoints the WAL and closes the

@@ -10,16 +10,18 @@ use rusqlite::Connection;
 use crate::SqliteError;
 
 /// The schema version this release writes and understands.
-pub(crate) const VERSION: i64 = 3;
+pub(crate) const VERSION: i64 = 4;
 
+/// Version 1: the seeds' tables. A new file gets `rate_limit_windows` in
+/// its version 4 form at once
+/// (`WITHOUT ROWID`, no `idx_rl_key_window`: see [`V4_WINDOWS`]).
 const V1: &str = "
 CREATE TABLE IF NOT EXISTS rate_limit_windows (
     key          TEXT    NOT NULL,
     window_start TEXT    NOT NULL,
     count        INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (key, window_start)
-);
-CREATE INDEX IF NOT EXISTS idx_rl_key_window ON rate_limit_windows(key, window_start);
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS api_calls (
     id        INTEGER PRIMARY KEY,
@@ -110,6 +112,28 @@ CREATE TABLE rw_gcra (
 CREATE INDEX idx_rw_gcra_tat ON rw_gcra(tat);
 ";
 
+/// Version 4: `rate_limit_windows` as a `WITHOUT ROWID` table, the seed's
+/// columns and primary key unchanged. A rowid table with a composite
+/// primary key is two B-trees (the rows, and the key's automatic index),
+/// and seed A's `idx_rl_key_window` on the same two columns was a third:
+/// every new window wrote all three and every increment looked the row
+/// up twice. Now the primary key is the table, one tree; the seed's index
+/// duplicated the primary key, so it is dropped. [`to_v4`] rebuilds the
+/// table, keeping every row.
+const V4_WINDOWS: &str = "
+CREATE TABLE rate_limit_windows_v4 (
+    key          TEXT    NOT NULL,
+    window_start TEXT    NOT NULL,
+    count        INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (key, window_start)
+) WITHOUT ROWID;
+INSERT INTO rate_limit_windows_v4 (key, window_start, count)
+    SELECT key, window_start, count FROM rate_limit_windows;
+DROP TABLE rate_limit_windows;
+ALTER TABLE rate_limit_windows_v4 RENAME TO rate_limit_windows;
+CREATE INDEX idx_rl_window_start ON rate_limit_windows(window_start);
+";
+
 /// Every table ratewarden has ever created (versions 1 to 3). A table of
 /// any other name, besides SQLite's own `sqlite_*` tables, belongs to
 /// someone else.
@@ -196,8 +220,23 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SqliteError> {
     tx.execute_batch(V2)?;
     tx.execute_batch(V3)?;
     to_v3(&tx)?;
+    to_v4(&tx)?;
     tx.pragma_update(None, "user_version", VERSION)?;
     tx.commit()?;
+    Ok(())
+}
+
+/// Rebuilds a rowid `rate_limit_windows` as version 4's `WITHOUT ROWID`
+/// table ([`V4_WINDOWS`]); a table already without rowid is left alone.
+fn to_v4(conn: &Connection) -> rusqlite::Result<()> {
+    let without_rowid: bool = conn.query_row(
+        "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = 'rate_limit_windows' COLLATE NOCASE",
+        [],
+        |r| r.get(0),
+    )?;
+    if !without_rowid {
+        conn.execute_batch(V4_WINDOWS)?;
+    }
     Ok(())
 }
 

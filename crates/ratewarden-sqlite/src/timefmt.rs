@@ -6,54 +6,33 @@
 //! that starts inside a second (sub-second windows, used by replay) gets the
 //! fractional form.
 
-use ratewarden_core::Timestamp;
-use time::format_description::FormatItem;
-use time::macros::format_description;
-use time::{OffsetDateTime, PrimitiveDateTime};
-
-const SECONDS: &[FormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-const NANOS: &[FormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z");
+use ratewarden_core::{Timestamp, utc};
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
-fn datetime(t: Timestamp) -> OffsetDateTime {
-    // u64 nanoseconds end in 2554, well inside the time crate's range.
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.as_unix_nanos()))
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
-
 /// `t` with nine fractional digits: `2026-01-01T00:00:45.000000000Z`.
 pub(crate) fn nanos(t: Timestamp) -> String {
-    datetime(t).format(NANOS).unwrap_or_default()
+    utc::nanos(t)
 }
 
 /// A window start: whole seconds as `2026-01-01T00:00:00Z` (seed A), else
 /// the fractional form.
 pub(crate) fn window_start(t: Timestamp) -> String {
     if t.as_unix_nanos().is_multiple_of(NANOS_PER_SEC) {
-        seconds(t)
+        utc::seconds(t)
     } else {
-        nanos(t)
+        utc::nanos(t)
     }
 }
 
 /// `t` truncated to whole seconds: `2026-01-01T00:00:45Z`.
 pub(crate) fn seconds(t: Timestamp) -> String {
-    let whole = Timestamp::from_unix_nanos(t.as_unix_nanos() - t.as_unix_nanos() % NANOS_PER_SEC);
-    datetime(whole).format(SECONDS).unwrap_or_default()
+    utc::seconds(t)
 }
 
 /// Parses text written by [`nanos`] (or [`seconds`]); `None` otherwise.
 pub(crate) fn parse(text: &str) -> Option<Timestamp> {
-    let dt = PrimitiveDateTime::parse(text, NANOS)
-        .or_else(|_| PrimitiveDateTime::parse(text, SECONDS))
-        .ok()?
-        .assume_utc();
-    u64::try_from(dt.unix_timestamp_nanos())
-        .ok()
-        .map(Timestamp::from_unix_nanos)
+    utc::parse(text)
 }
 
 #[cfg(test)]
@@ -89,5 +68,33 @@ mod tests {
             Some(Timestamp::from_unix_secs(1_767_225_600))
         );
         assert_eq!(parse("yesterday"), None);
+    }
+
+    /// The hand-written text of `ratewarden_core::utc` is the `time`
+    /// crate's, both ways, across the whole range of a `Timestamp`.
+    #[test]
+    fn the_text_is_the_time_crates() {
+        use time::format_description::FormatItem;
+        use time::macros::format_description;
+        use time::{OffsetDateTime, PrimitiveDateTime};
+        const SECONDS: &[FormatItem<'static>] =
+            format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+        const NANOS: &[FormatItem<'static>] = format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z"
+        );
+        let mut n = 0u64;
+        let step = 7_919 * 3_600 * NANOS_PER_SEC + 123_456_789;
+        loop {
+            let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(n)).unwrap();
+            let t = Timestamp::from_unix_nanos(n);
+            assert_eq!(nanos(t), dt.format(NANOS).unwrap());
+            assert_eq!(seconds(t), dt.format(SECONDS).unwrap());
+            let parsed = PrimitiveDateTime::parse(&nanos(t), NANOS).unwrap();
+            assert_eq!(parsed.assume_utc().unix_timestamp_nanos(), i128::from(n));
+            let Some(next) = n.checked_add(step) else {
+                break;
+            };
+            n = next;
+        }
     }
 }

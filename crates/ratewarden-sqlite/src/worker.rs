@@ -5,12 +5,12 @@
 //! await the reply, so no tokio worker thread ever blocks on SQLite.
 //!
 //! Why batches: the worker takes every job already queued (up to
-//! `batch_max`) into one `BEGIN IMMEDIATE` transaction and gives each job
-//! its own savepoint. Each decision stays atomic and isolated (jobs run one
-//! after another inside the transaction; a failing job rolls back only its
-//! savepoint), while one commit serves many requests. Replies are sent only
-//! after the commit, so a caller never hears of a decision that was not
-//! stored.
+//! `batch_max`) into one `BEGIN IMMEDIATE` transaction. Each decision
+//! stays atomic and isolated (jobs run one after another inside the
+//! transaction; should one fail, the batch runs again with a savepoint per
+//! job, so a failing job rolls back only its own writes), while one commit
+//! serves many requests. Replies are sent only after the commit, so a
+//! caller never hears of a decision that was not stored.
 
 use std::time::{Duration, Instant};
 
@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
 use ratewarden_core::{Algorithm, Decision, Key, KeyMatch, Policy, Timestamp};
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::audit::AuditLog;
 use crate::batch::{self, OwnedBatch};
 use crate::counters::{self, Table};
 use crate::lock::FileLock;
@@ -93,6 +94,7 @@ pub(crate) struct Worker {
     pub jobs: mpsc::Receiver<Job>,
     pub batch_max: usize,
     pub audit_retention: Duration,
+    pub audit_log: AuditLog,
     /// Released only after `conn` is closed (and declared after it, so a
     /// worker dropped without running drops it after the connection too).
     pub file_lock: FileLock,
@@ -150,28 +152,30 @@ impl Worker {
         }
     }
 
+    /// Runs `batch` in one transaction and answers every job after the
+    /// commit. Optimistic first: the jobs run one after another with no
+    /// savepoints (two statements fewer per job). If one fails, that
+    /// transaction is rolled back whole and the batch runs again with a
+    /// savepoint per job, so a failing job rolls back only its own writes
+    /// and every other job keeps its answer, exactly as if each had its
+    /// own transaction.
     fn run_batch(&mut self, batch: &mut Vec<(Op, oneshot::Sender<rusqlite::Result<Reply>>)>) {
-        let audit_retention = self.audit_retention;
         let mut results = Vec::with_capacity(batch.len());
-        let committed = (|| -> rusqlite::Result<()> {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
-            // Savepoint statements are prepared once and cached: they run
-            // twice per operation.
-            for (op, _) in batch.iter() {
-                tx.prepare_cached("SAVEPOINT op")?.execute([])?;
-                let result = execute(&tx, op, audit_retention);
-                if result.is_err() {
-                    tx.prepare_cached("ROLLBACK TO op")?.execute([])?;
-                }
-                tx.prepare_cached("RELEASE op")?.execute([])?;
-                results.push(result);
-            }
-            tx.commit()
-        })();
+        let mut committed = self.transaction(batch, &mut results, false);
+        if let Err(Failure::Job(_)) = committed
+            && batch.len() > 1
+        {
+            results.clear();
+            committed = self.transaction(batch, &mut results, true);
+        }
+        let committed = committed.map_err(Failure::into_error);
         // The caller may have given up (timeout, cancelled request): ignore send errors.
         match committed {
+            Err(e) if batch.len() == 1 => {
+                // A job alone: its own error, as it was.
+                let (_, reply) = batch.remove(0);
+                let _ = reply.send(Err(e));
+            }
             Ok(()) => {
                 for ((_, reply), result) in batch.drain(..).zip(results) {
                     let _ = reply.send(result);
@@ -184,11 +188,88 @@ impl Worker {
             }
         }
     }
+
+    /// One `BEGIN IMMEDIATE` … `COMMIT` over `batch`, each job's answer
+    /// pushed to `results`. Without `savepoints`, the first failing job
+    /// fails the whole transaction (it is rolled back); with them, a
+    /// failing job rolls back to its savepoint and the others go on.
+    fn transaction(
+        &mut self,
+        batch: &[(Op, oneshot::Sender<rusqlite::Result<Reply>>)],
+        results: &mut Vec<rusqlite::Result<Reply>>,
+        savepoints: bool,
+    ) -> Result<(), Failure> {
+        // Every statement here is prepared once and cached (rusqlite's
+        // `Transaction` would prepare `BEGIN` and `COMMIT` anew each time).
+        let (conn, audit_log) = (&self.conn, &mut self.audit_log);
+        let begin = conn.prepare_cached("BEGIN IMMEDIATE")?.execute([]);
+        begin.map_err(Failure::Transaction)?;
+        let body = (|| {
+            for (op, _) in batch {
+                if !savepoints {
+                    let reply =
+                        execute(conn, op, self.audit_retention, audit_log).map_err(Failure::Job)?;
+                    results.push(Ok(reply));
+                    continue;
+                }
+                conn.prepare_cached("SAVEPOINT op")?.execute([])?;
+                let mark = audit_log.mark();
+                let result = execute(conn, op, self.audit_retention, audit_log);
+                if result.is_err() {
+                    conn.prepare_cached("ROLLBACK TO op")?.execute([])?;
+                    audit_log.rolled_back_to(mark);
+                }
+                conn.prepare_cached("RELEASE op")?.execute([])?;
+                results.push(result);
+            }
+            conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok(())
+        })();
+        if body.is_err()
+            && !conn.is_autocommit()
+            && let Err(e) = conn.execute_batch("ROLLBACK")
+        {
+            tracing::warn!(error = %e, "rolling back a failed SQLite transaction failed");
+        }
+        if body.is_ok() {
+            audit_log.committed();
+        } else {
+            audit_log.rolled_back();
+        }
+        body
+    }
 }
 
-fn execute(conn: &Connection, op: &Op, audit_retention: Duration) -> rusqlite::Result<Reply> {
+/// Why a [`Worker::transaction`] did not commit.
+enum Failure {
+    /// A job failed (on the optimistic path, without savepoints).
+    Job(rusqlite::Error),
+    /// `BEGIN`, a savepoint statement or `COMMIT` failed.
+    Transaction(rusqlite::Error),
+}
+
+impl Failure {
+    fn into_error(self) -> rusqlite::Error {
+        match self {
+            Failure::Job(e) | Failure::Transaction(e) => e,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Failure {
+        Failure::Transaction(e)
+    }
+}
+
+fn execute(
+    conn: &Connection,
+    op: &Op,
+    audit_retention: Duration,
+    audit_log: &mut AuditLog,
+) -> rusqlite::Result<Reply> {
     Ok(match op {
-        Op::Acquire(b) => Reply::Decisions(batch::acquire(conn, b)?),
+        Op::Acquire(b) => Reply::Decisions(batch::acquire(conn, b, audit_log)?),
         Op::Status { policy, key, now } => Reply::Decision(batch::status(conn, policy, key, *now)?),
         Op::Reset { policy, keys, now } => {
             let (keys, now) = (keys.as_ref(), *now);
@@ -228,5 +309,89 @@ fn clone_error(e: &rusqlite::Error) -> rusqlite::Error {
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
             Some(other.to_string()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroU64;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use ratewarden_core::{Algorithm, Quota};
+
+    use super::*;
+    use crate::batch::OwnedItem;
+
+    /// Three jobs in one batch, the middle one failing after it wrote (a
+    /// trigger refuses its audit row): the optimistic transaction fails,
+    /// the batch runs again with savepoints, and only the failing job's
+    /// writes are taken back; the others keep their answers and counts.
+    #[test]
+    fn a_failing_job_takes_back_only_its_own_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batch.db");
+        let opening = crate::lock::opening();
+        let mut conn = Connection::open(&path).unwrap();
+        crate::schema::migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "CREATE TRIGGER no_bob BEFORE INSERT ON api_calls WHEN NEW.key = 'bob'
+             BEGIN SELECT RAISE(ABORT, 'no audit row for bob'); END;",
+        )
+        .unwrap();
+        let (file_lock, locked) = opening.lock(&path, Duration::from_secs(1));
+        locked.unwrap();
+        let quota = Quota::new(10, Duration::from_secs(60)).unwrap();
+        let ping = Policy::new("ping", Algorithm::FixedWindow, quota.counting_denied());
+        let now = Timestamp::from_unix_secs(1_767_225_600);
+        let (jobs, rx) = mpsc::channel(8);
+        let mut answers = Vec::new();
+        for name in ["alice", "bob", "carol"] {
+            let (reply, answer) = oneshot::channel();
+            let item = OwnedItem {
+                policy: ping.clone(),
+                key: Key::single(name).unwrap(),
+                cost: NonZeroU64::MIN,
+                audit_path: Some("/ping".into()),
+            };
+            let op = Op::Acquire(OwnedBatch {
+                now,
+                items: vec![item],
+            });
+            jobs.try_send(Job::Run { op, reply }).unwrap();
+            answers.push(answer);
+        }
+        jobs.try_send(Job::Close).unwrap();
+        let written = Arc::new(AtomicU64::new(0));
+        let worker = Worker {
+            conn,
+            jobs: rx,
+            batch_max: 256,
+            audit_retention: Duration::from_secs(3600),
+            audit_log: AuditLog::new(1, Arc::clone(&written)),
+            file_lock,
+        };
+        worker.run();
+
+        let answered: Vec<bool> = answers
+            .into_iter()
+            .map(|a| a.blocking_recv().unwrap().is_ok())
+            .collect();
+        assert_eq!(answered, [true, false, true]);
+        assert_eq!(written.load(Ordering::Relaxed), 2, "committed rows only");
+        let conn = Connection::open(&path).unwrap();
+        let counts: Vec<(String, i64)> = conn
+            .prepare("SELECT key, count FROM rate_limit_windows ORDER BY key")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let expected = [("alice".to_owned(), 1), ("carol".to_owned(), 1)];
+        assert_eq!(counts, expected, "bob's count went back with his job");
+        let rows: i64 = conn
+            .query_row("SELECT COUNT(*) FROM api_calls", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 2);
     }
 }

@@ -124,12 +124,24 @@ fn assert_seed_schema(conn: &Connection) {
         ],
         "rate_limit_windows(key, window_start, count), PRIMARY KEY (key, window_start)"
     );
-    assert_eq!(
-        index(conn, "idx_rl_key_window"),
-        (
-            "rate_limit_windows".into(),
-            vec!["key".into(), "window_start".into()]
+    // Version 4: the primary key is the table (one B-tree), so seed A's
+    // index on the same columns would only duplicate it.
+    let without_rowid: bool = conn
+        .query_row(
+            "SELECT wr FROM pragma_table_list WHERE name = 'rate_limit_windows'",
+            [],
+            |r| r.get(0),
         )
+        .expect("rate_limit_windows exists");
+    assert!(without_rowid, "rate_limit_windows is WITHOUT ROWID");
+    assert_eq!(
+        int(
+            conn,
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'idx_rl_key_window'",
+            []
+        ),
+        0,
+        "no index duplicating the primary key"
     );
 
     let api_calls: Vec<(String, i64)> = columns(conn, "api_calls")
@@ -174,7 +186,7 @@ fn assert_seed_schema(conn: &Connection) {
         )
     );
 
-    assert_eq!(int(conn, "PRAGMA user_version", []), 3);
+    assert_eq!(int(conn, "PRAGMA user_version", []), 4);
     let journal_mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .expect("read the journal mode");
@@ -986,6 +998,36 @@ async fn pruning_deletes_sliding_log_events_exactly_one_window_old_and_keeps_new
     store.close().await;
 }
 
+/// The audit log's sampling: every allowed request (the seed's default),
+/// one in N, or none; denied requests never; `audit_rows` counts what was
+/// committed.
+#[tokio::test]
+async fn the_audit_log_keeps_every_one_in_n_allowed_requests_or_none() {
+    let p = policy(Algorithm::FixedWindow, 7, 60);
+    let alice = key(["alice"]);
+    for (sample, expected) in [(1, 7), (3, 3), (0, 0)] {
+        let (_dir, path) = temp_db();
+        let options = SqliteOptions {
+            audit_sample: sample,
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open(&path, options).unwrap();
+        for i in 0..9 {
+            let d = acquire_audited(&store, &p, &alice, at(i), "/ping").await;
+            assert_eq!(d.allowed(), i < 7, "request {i}");
+        }
+        assert_eq!(store.audit_rows(), Some(expected), "sample {sample}");
+        store.close().await;
+        let conn = sql(&path);
+        assert_eq!(rows(&conn, "api_calls") as u64, expected, "sample {sample}");
+        assert_eq!(
+            int(&conn, "SELECT count FROM rate_limit_windows", []),
+            9,
+            "sampling changes no count"
+        );
+    }
+}
+
 #[tokio::test]
 async fn pruning_deletes_audit_rows_older_than_the_retention() {
     let (_dir, path) = temp_db();
@@ -1102,7 +1144,7 @@ async fn a_database_with_a_newer_schema_version_is_refused() {
             err,
             SqliteError::NewerSchema {
                 found: 99,
-                known: 3
+                known: 4
             }
         ),
         "{err:?}"
@@ -1247,12 +1289,46 @@ async fn new_files_seed_files_and_ratewarden_files_still_open() {
     );
     open(&path).close().await;
     let conn = sql(&path);
-    assert_eq!(int(&conn, "PRAGMA user_version", []), 3);
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 4);
     assert_eq!(
         rows(&conn, "rate_limit_windows"),
         1,
         "the seed's data is kept"
     );
+    drop(conn);
+
+    // A version 3 file: rate_limit_windows a rowid table with seed A's
+    // index. Version 4 rebuilds it without rowid; every count survives
+    // and the store counts on from it.
+    let (_dir, path) = temp_db();
+    open(&path).close().await;
+    prepare(
+        &path,
+        "DROP TABLE rate_limit_windows;
+         CREATE TABLE rate_limit_windows (key TEXT NOT NULL, window_start TEXT NOT NULL,
+             count INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (key, window_start));
+         CREATE INDEX idx_rl_key_window ON rate_limit_windows(key, window_start);
+         CREATE INDEX idx_rl_window_start ON rate_limit_windows(window_start);
+         PRAGMA user_version = 3;",
+    );
+    let ping = policy(Algorithm::FixedWindow, 5, 60);
+    let start = ratewarden_core::utc::seconds(at(0));
+    {
+        let conn = sql(&path);
+        conn.execute(
+            "INSERT INTO rate_limit_windows VALUES ('alice', ?1, 3), ('bob', ?1, 1)",
+            [&start],
+        )
+        .unwrap();
+    }
+    let store = open(&path);
+    let d = acquire(&store, &ping, &key(["alice"]), at(1)).await;
+    assert_eq!((d.outcome, d.used), (Outcome::Allowed, 4), "alice's 3 kept");
+    store.close().await;
+    let conn = sql(&path);
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 4);
+    assert_seed_schema(&conn);
+    assert_eq!(rows(&conn, "rate_limit_windows"), 2);
     drop(conn);
 
     // A ratewarden file (version 3, then version 1) with a table its
@@ -1272,7 +1348,7 @@ async fn new_files_seed_files_and_ratewarden_files_still_open() {
     );
     open(&path).close().await;
     let conn = sql(&path);
-    assert_eq!(int(&conn, "PRAGMA user_version", []), 3, "migrated");
+    assert_eq!(int(&conn, "PRAGMA user_version", []), 4, "migrated");
     let mut expected: Vec<&str> = TABLES.to_vec();
     expected.push("notes");
     expected.sort_unstable();

@@ -59,3 +59,39 @@ impl CompactKey {
         }
     }
 }
+
+/// A key being looked up, in the form [`CompactKey`] would store it: a
+/// short key is compared with a stored one as two fixed-size arrays,
+/// without a `memcmp` call per probed entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Probe<'a> {
+    Inline { len: InlineLen, bytes: [u8; INLINE] },
+    Heap(&'a [u8]),
+}
+
+impl<'a> Probe<'a> {
+    pub(super) fn new(key: &'a [u8]) -> Probe<'a> {
+        match InlineLen::ALL.get(key.len()) {
+            Some(&len) => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..key.len()].copy_from_slice(key);
+                Probe::Inline { len, bytes }
+            }
+            None => Probe::Heap(key),
+        }
+    }
+
+    /// Whether `stored` holds this key. [`CompactKey::new`] stores every
+    /// key that fits inline, zero-padded as here, so an inline key never
+    /// equals a heap one.
+    #[inline]
+    pub(super) fn matches(&self, stored: &CompactKey) -> bool {
+        match (self, stored) {
+            (Probe::Inline { len, bytes }, CompactKey::Inline { len: l, bytes: b }) => {
+                *len as u8 == *l as u8 && bytes == b
+            }
+            (Probe::Heap(key), CompactKey::Heap(b)) => **key == ***b,
+            _ => false,
+        }
+    }
+}

@@ -30,9 +30,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Acquire, Algorithm, Attempt, Batch, Decision, Key, KeyMatch, Policy, Settlement, Store,
-    StoreError, Timestamp,
+    Acquire, Algorithm, Attempt, Batch, Decision, Key, KeyError, KeyMatch, Policy, Settlement,
+    Store, StoreError, Timestamp,
 };
+use compact_key::Probe;
 use shard::{Ctx, Next, Shard};
 
 /// A shard drops its expired entries after this many operations.
@@ -82,14 +83,46 @@ impl MemoryStore {
     /// One check without the async wrapper (a batch of one): the memory
     /// store never waits and never fails.
     pub fn acquire_now(&self, policy: &Policy, key: &Key, attempt: Attempt) -> Decision {
-        let ctx = self.ctx(policy, key);
+        self.acquire_ctx(policy, &self.ctx(policy, key), attempt)
+    }
+
+    /// [`MemoryStore::acquire_now`] for the one-part key [`Key::single`]`(part)`,
+    /// without building the [`Key`]: a short key's encoding is made on the
+    /// stack, so a caller deciding many requests (`ratewarden replay`)
+    /// allocates nothing per request.
+    ///
+    /// # Errors
+    /// [`KeyError::TooLong`], as [`Key::single`], when `part` is longer
+    /// than [`Key::MAX_BYTES`]; nothing is decided then.
+    pub fn acquire_single_now(
+        &self,
+        policy: &Policy,
+        part: &[u8],
+        attempt: Attempt,
+    ) -> Result<Decision, KeyError> {
+        // A length below 0x80 is one LEB128 byte, so the encoding is that
+        // byte and the part (`Key::encoded`); longer parts take the
+        // general path.
+        const SHORT: usize = 0x80;
+        if part.len() < SHORT {
+            let mut encoded = [0u8; SHORT];
+            encoded[0] = part.len() as u8;
+            encoded[1..=part.len()].copy_from_slice(part);
+            let ctx = self.ctx_encoded(policy, &encoded[..=part.len()]);
+            return Ok(self.acquire_ctx(policy, &ctx, attempt));
+        }
+        let key = Key::single(part)?;
+        Ok(self.acquire_now(policy, &key, attempt))
+    }
+
+    fn acquire_ctx(&self, policy: &Policy, ctx: &Ctx<'_>, attempt: Attempt) -> Decision {
         let mut shard = self.lock_shard(ctx.hash);
         shard.tick(attempt.now, &self.hasher);
         // Alone in its batch, an item is charged exactly when its algorithm
         // returns a next state: an allowed batch writes it, and a denied
         // one-item batch has a next state only for a fixed window that
         // counts denied attempts, which is charged anyway.
-        shard.acquire(policy, &ctx, attempt)
+        shard.acquire(policy, ctx, attempt)
     }
 
     /// [`Store::acquire`] without the async wrapper: decides every item of
@@ -164,9 +197,15 @@ impl MemoryStore {
 
     /// What finding the entry of (`policy`, `key`) takes.
     fn ctx<'a>(&'a self, policy: &'a Policy, key: &'a Key) -> Ctx<'a> {
+        self.ctx_encoded(policy, key.encoded())
+    }
+
+    /// [`MemoryStore::ctx`] from a key's [`Key::encoded`] bytes.
+    fn ctx_encoded<'a>(&'a self, policy: &'a Policy, encoded: &'a [u8]) -> Ctx<'a> {
         Ctx {
-            hash: self.hasher.hash_one(key.encoded()),
-            key: key.encoded(),
+            hash: self.hasher.hash_one(encoded),
+            key: encoded,
+            probe: Probe::new(encoded),
             hasher: &self.hasher,
             quota: &policy.quota,
         }
@@ -265,6 +304,25 @@ mod tests {
     }
 
     #[test]
+    fn a_single_part_decides_on_the_same_state_as_its_key() {
+        let store = MemoryStore::new();
+        let p = policy(Algorithm::Gcra, 3, Duration::from_secs(1));
+        for len in [0, 1, 15, 16, 127, 128, 300, Key::MAX_BYTES] {
+            let part = vec![b'k'; len];
+            let key = Key::single(&part).unwrap();
+            let first = store.acquire_single_now(&p, &part, at(0)).unwrap();
+            let second = store.acquire_now(&p, &key, at(0));
+            assert_eq!((first.remaining, second.remaining), (2, 1), "{len}");
+            assert_eq!(store.status_now(&p, &key, at(0).now).remaining, 1, "{len}");
+        }
+        let long = vec![b'k'; Key::MAX_BYTES + 1];
+        assert_eq!(
+            store.acquire_single_now(&p, &long, at(0)).unwrap_err(),
+            Key::single(&long).unwrap_err()
+        );
+    }
+
+    #[test]
     fn short_keys_are_inline_and_long_keys_round_trip() {
         let short = CompactKey::new(b"client-123");
         assert!(matches!(short, CompactKey::Inline { .. }));
@@ -272,6 +330,21 @@ mod tests {
         let long = vec![7u8; 300];
         assert_eq!(CompactKey::new(&long).as_bytes(), &long[..]);
         assert_eq!(std::mem::size_of::<CompactKey>(), 16);
+        for (a, b) in [
+            (&b""[..], &b""[..]),
+            (&b"client-1"[..], &b"client-1"[..]),
+            (&b"client-1"[..], &b"client-2"[..]),
+            (&b"client-1"[..], &b"client-1\0"[..]),
+            (&long[..], &long[..]),
+            (&long[..], &long[..16]),
+            (&long[..15], &long[..16]),
+        ] {
+            assert_eq!(
+                Probe::new(a).matches(&CompactKey::new(b)),
+                a == b,
+                "{a:?} {b:?}"
+            );
+        }
         assert_eq!(std::mem::size_of::<(CompactKey, u64)>(), 24);
         for len in [15, 16] {
             let key = vec![b'x'; len];

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hashbrown::HashTable;
 
-use super::compact_key::CompactKey;
+use super::compact_key::{CompactKey, Probe};
 use super::log::{LogEntry, drop_dead, log_decide, log_status, record};
 use super::{Hasher, SWEEP_EVERY};
 use crate::algorithm::fixed_window::{self, FixedWindowState};
@@ -86,6 +86,8 @@ pub(super) struct Shard {
 pub(super) struct Ctx<'a> {
     pub(super) hash: u64,
     pub(super) key: &'a [u8],
+    /// `key`, ready to compare with stored keys.
+    pub(super) probe: Probe<'a>,
     pub(super) hasher: &'a Hasher,
     pub(super) quota: &'a Quota,
 }
@@ -93,7 +95,7 @@ pub(super) struct Ctx<'a> {
 impl Ctx<'_> {
     fn get<'t, S>(&self, table: &'t Table<S>) -> Option<&'t S> {
         table
-            .find(self.hash, |(k, _)| k.as_bytes() == self.key)
+            .find(self.hash, |(k, _)| self.probe.matches(k))
             .map(|(_, s)| s)
     }
 
@@ -107,7 +109,7 @@ impl Ctx<'_> {
         let hasher = self.hasher;
         let entry = table.entry(
             self.hash,
-            |(k, _)| k.as_bytes() == self.key,
+            |(k, _)| self.probe.matches(k),
             |(k, _)| hasher.hash_one(k.as_bytes()),
         );
         match entry {
@@ -138,7 +140,7 @@ impl Ctx<'_> {
         let hasher = self.hasher;
         let entry = table.entry(
             self.hash,
-            |(k, _)| k.as_bytes() == self.key,
+            |(k, _)| self.probe.matches(k),
             |(k, _)| hasher.hash_one(k.as_bytes()),
         );
         &mut entry
@@ -148,7 +150,7 @@ impl Ctx<'_> {
     }
 
     fn remove<S>(&self, table: &mut Table<S>) {
-        if let Ok(entry) = table.find_entry(self.hash, |(k, _)| k.as_bytes() == self.key) {
+        if let Ok(entry) = table.find_entry(self.hash, |(k, _)| self.probe.matches(k)) {
             entry.remove();
         }
     }

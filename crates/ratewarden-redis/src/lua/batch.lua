@@ -7,156 +7,211 @@
 --
 -- KEYS[i]  item i's key (fixed window: the counter of the current window)
 -- ARGV[1]  the number of items n
--- Per item, 9 arguments from ARGV[2 + 9·(i − 1)]:
+-- Then per item, in turn, 2 + ARGS[algorithm] arguments:
 --   algorithm  'fw' | 'sl' | 'sw' | 'gc'
 --   flags      'e' enforcing or 's' shadow; then 'c' when a denial is
 --              counted (fixed window counting denied attempts); 'n' when
 --              the cost can never pass (read only, not allowed)
---   a1 .. a7   the algorithm's arguments, below ('' where unused)
--- Returns 5 values per item: allowed ('1' or '0'), then the state it saw.
+--   b+1 ..     the algorithm's arguments, below ('' where unused)
+-- Returns 1 + SEEN[algorithm] values per item: allowed ('1' or '0'), then
+-- the state it saw. ARGS and SEEN are mirrored in batch.rs.
+--
+-- Each algorithm reads its arguments from ARGV[b + 1] on (no table per
+-- item) and compares and adds them with decimal.lua's fast path (dcmp,
+-- dadd: plain doubles where exact); the counters themselves are added by
+-- Redis's own 64-bit INCRBY. A key the item creates gets its TTL with the
+-- write (SET … PX, or PEXPIRE after ZADD); an existing one reads PTTL first
+-- and only ever extends it.
 
-local function fixed_window(key, flags, a)
-  -- a1 cost c, a2 L − c (allowed iff count <= L − c), a3 i64::MAX − c,
-  -- a4 TTL in ms (the window's end). Sees: the count before.
+local function fixed_window(key, never, counted, b)
+  -- b+1 cost c, b+2 L − c (allowed iff count <= L − c), b+3 i64::MAX − c,
+  -- b+4 TTL in ms (the window's end). Sees: the count before.
   local before = redis.call('GET', key)
-  if string.find(flags, 'n', 1, true) then
-    return false, nil, { before or false }
-  end
-  local allowed = cmp(big(before or '0'), big(a[2])) <= 0
+  local seen = { before }
+  if never then return false, nil, seen end
+  local allowed = not before or dcmp(before, ARGV[b + 2]) <= 0
   local write = nil
-  if allowed or string.find(flags, 'c', 1, true) then
+  if allowed or counted then
     write = function()
-      if before and cmp(big(before), big(a[3])) > 0 then
-        redis.call('SET', key, '9223372036854775807', 'PX', ttl_at_least(key, a[4]))
+      if not before then
+        -- A new counter: nothing to add to, no TTL to keep.
+        redis.call('SET', key, ARGV[b + 1], 'PX', ARGV[b + 4])
+      elseif dcmp(before, ARGV[b + 3]) > 0 then
+        redis.call('SET', key, '9223372036854775807', 'PX', ttl_at_least(key, ARGV[b + 4]))
       else
-        redis.call('INCRBY', key, a[1])
-        expire_at_least(key, a[4])
+        -- before + c <= i64::MAX: exact in Redis's 64-bit integers.
+        redis.call('INCRBY', key, ARGV[b + 1])
+        expire_at_least(key, ARGV[b + 4])
       end
     end
   end
-  return allowed, write, { before or false }
+  return allowed, write, seen
 end
 
-local function sliding_log(key, flags, a)
-  -- a1 '(' .. first live instant (20 digits), or '' when every event is
-  -- live; a2 L − c; a3 c; a4 member prefix '<now>:<request id>:'; a5 TTL
-  -- in ms (W). Members are '<20-digit ns>:<request id>:<i>', all scored
-  -- 0, so lexicographic order is time order. Sees: n, the newest live
-  -- member, and on a denial the j-th oldest (j = n − (L − c)).
-  if a[1] ~= '' then
+local function sliding_log(key, never, counted, b)
+  -- b+1 '(' .. first live instant (20 digits), or '' when every event is
+  -- live; b+2 L − c; b+3 c; b+4 member prefix '<now>:<request id>:'; b+5
+  -- TTL in ms (W). Members are '<20-digit ns>:<request id>:<i>', all
+  -- scored 0, so lexicographic order is time order. Sees: n, the newest
+  -- live member, and on a denial the j-th oldest (j = n − (L − c)).
+  if ARGV[b + 1] ~= '' then
     -- Dead events change no decision: dropping them is safe in any batch.
-    redis.call('ZREMRANGEBYLEX', key, '-', a[1])
+    redis.call('ZREMRANGEBYLEX', key, '-', ARGV[b + 1])
   end
   local n = redis.call('ZCARD', key)
   local ns = string.format('%d', n)
   local newest = false
   if n > 0 then newest = redis.call('ZRANGE', key, -1, -1)[1] end
-  if string.find(flags, 'n', 1, true) then
-    return false, nil, { ns, newest, false }
-  end
-  if cmp(big(ns), big(a[2])) <= 0 then
+  if never then return false, nil, { ns, newest, false } end
+  if dcmp(ns, ARGV[b + 2]) <= 0 then
     local write = function()
-      local c = tonumber(a[3])
+      local c, prefix = tonumber(ARGV[b + 3]), ARGV[b + 4]
       local args = {}
       for i = 1, c do
         args[#args + 1] = '0'
-        args[#args + 1] = a[4] .. i
+        args[#args + 1] = prefix .. i
         if #args >= 1000 then
           redis.call('ZADD', key, unpack(args))
           args = {}
         end
       end
       if #args > 0 then redis.call('ZADD', key, unpack(args)) end
-      expire_at_least(key, a[5])
+      if n == 0 then
+        -- An empty sorted set does not exist: the key is new, no TTL to keep.
+        redis.call('PEXPIRE', key, ARGV[b + 5])
+      else
+        expire_at_least(key, ARGV[b + 5])
+      end
     end
     return true, write, { ns, newest, false }
   end
-  -- Denied: n > L − c, so j = n − (L − c) <= n.
-  local j = n - tonumber(a[2])
+  -- Denied: n > L − c, so L − c < n < 2^53 and j = n − (L − c) <= n.
+  local j = n - tonumber(ARGV[b + 2])
   local jth = redis.call('ZRANGE', key, j - 1, j - 1)[1]
   return false, nil, { ns, newest, jth }
 end
 
-local function sliding_window(key, flags, a)
-  -- a1 k, a2 k − 1 or '' when k = 0, a3 c, a4 W − elapsed, a5 W, a6 L·W,
-  -- a7 TTL in ms (until (k+2)·W, when curr stops weighing). Allowed iff
-  -- prev·(W − elapsed) + (curr + c)·W <= L·W. Sees: the stored k, curr, prev.
+-- x·y + u·v <= z on decimal strings; doubles when both products have at
+-- most 15 digits (each below 10^15, the sum below 2^53), limbs otherwise.
+local function products_at_most(x, y, u, v, z)
+  if #x + #y <= 15 and #u + #v <= 15 then
+    local load = tonumber(x) * tonumber(y) + tonumber(u) * tonumber(v)
+    return dcmp(string.format('%d', load), z) <= 0
+  end
+  return cmp(add(mul(big(x), big(y)), mul(big(u), big(v))), big(z)) <= 0
+end
+
+local function sliding_window(key, never, counted, b)
+  -- b+1 k, b+2 k − 1 or '' when k = 0, b+3 c, b+4 W − elapsed, b+5 W,
+  -- b+6 L·W, b+7 TTL in ms (until (k+2)·W, when curr stops weighing).
+  -- Allowed iff prev·(W − elapsed) + (curr + c)·W <= L·W. Sees: the
+  -- stored k, curr, prev.
   local s = redis.call('HMGET', key, 'k', 'curr', 'prev')
   local seen = { s[1] or false, s[2] or false, s[3] or false }
-  if string.find(flags, 'n', 1, true) then
-    return false, nil, seen
-  end
+  if never then return false, nil, seen end
+  local k = ARGV[b + 1]
   local prev, curr = '0', '0'
-  if s[1] and s[1] == a[1] then
+  if s[1] and s[1] == k then
     prev = s[3] or '0'
     curr = s[2] or '0'
-  elseif s[1] and a[2] ~= '' and s[1] == a[2] then
+  elseif s[1] and ARGV[b + 2] ~= '' and s[1] == ARGV[b + 2] then
     prev = s[2] or '0'
   end
-  local next_curr = add(big(curr), big(a[3]))
-  local load = add(mul(big(prev), big(a[4])), mul(next_curr, big(a[5])))
-  if cmp(load, big(a[6])) <= 0 then
+  local next_curr = dadd(curr, ARGV[b + 3])
+  if products_at_most(prev, ARGV[b + 4], next_curr, ARGV[b + 5], ARGV[b + 6]) then
     local write = function()
-      redis.call('HSET', key, 'k', a[1], 'curr', str(next_curr), 'prev', prev)
-      expire_at_least(key, a[7])
+      redis.call('HSET', key, 'k', k, 'curr', next_curr, 'prev', prev)
+      expire_at_least(key, ARGV[b + 7])
     end
     return true, write, seen
   end
   return false, nil, seen
 end
 
-local function gcra(key, flags, a)
-  -- a1 now (ns), a2 now + B·T − c·T, a3 c·T, a4 i64::MAX, a5 TTL slack
-  -- in ms. tat0 = max(tat, now); allowed iff tat0 <= now + B·T − c·T;
-  -- then tat = min(tat0 + c·T, i64::MAX), kept until tat. Sees: the tat.
+local function gcra(key, never, counted, b)
+  -- b+1 now (ns), b+2 now + B·T − c·T, b+3 c·T, b+4 i64::MAX, b+5 TTL
+  -- slack in ms, b+6 B·T − c·T. tat0 = max(tat, now); allowed iff tat0 <=
+  -- now + B·T − c·T; then tat = min(tat0 + c·T, i64::MAX), kept until
+  -- tat. Sees: the tat.
   local tat = redis.call('GET', key)
-  if string.find(flags, 'n', 1, true) then
-    return false, nil, { tat or false }
-  end
-  local now = big(a[1])
-  local tat0 = now
-  if tat then
-    local stored = big(tat)
-    if cmp(stored, now) > 0 then tat0 = stored end
-  end
-  if cmp(tat0, big(a[2])) > 0 then
-    return false, nil, { tat or false }
-  end
-  local write = function()
-    local new = add(tat0, big(a[3]))
-    local max = big(a[4])
-    if cmp(new, max) > 0 then new = max end
-    local ttl = { 1 }
-    if cmp(new, now) > 0 then
-      ttl = div_ceil_small(sub(new, now), 1000000)
+  local seen = { tat }
+  if never then return false, nil, seen end
+  local now, ct, room = ARGV[b + 1], ARGV[b + 3], ARGV[b + 6]
+  local nh, nl = halves(now)
+  if #room <= 15 and #ct <= 15 and nh <= 9219 then
+    -- Fast path: spans from now in doubles. d = tat0 − now; every span
+    -- here stays below 4·10^15 < 2^53, and now + d below i64::MAX
+    -- (now < 9220·10^15), so the cap at i64::MAX cannot bite.
+    local d = 0
+    if tat then
+      local th, tl = halves(tat)
+      local dh = th - nh
+      if dh >= 2 then return false, nil, seen end -- d > 10^15 > B·T − c·T
+      if dh >= 0 then
+        d = dh * HALF + tl - nl
+        if d < 0 then d = 0 end
+      end
     end
-    ttl = str(add(ttl, big(a[5])))
-    redis.call('SET', key, str(new), 'PX', ttl_at_least(key, ttl))
+    if d > tonumber(room) then return false, nil, seen end
+    local write = function()
+      local span = d + tonumber(ct)
+      local hi, lo = nh, nl + span
+      while lo >= HALF do hi, lo = hi + 1, lo - HALF end
+      -- ceil(span / 10^6): span < 2^53, and a quotient with a remainder
+      -- lies at least 10^-6 from an integer, far more than its rounding.
+      local ms = math.ceil(span / 1000000)
+      if ms < 1 then ms = 1 end
+      local ttl = dadd(string.format('%d', ms), ARGV[b + 5])
+      if tat then ttl = ttl_at_least(key, ttl) end
+      redis.call('SET', key, unhalves(hi, lo), 'PX', ttl)
+    end
+    return true, write, seen
   end
-  return true, write, { tat or false }
+  local tat0 = now
+  if tat and dcmp(tat, now) > 0 then tat0 = tat end
+  if dcmp(tat0, ARGV[b + 2]) > 0 then return false, nil, seen end
+  local write = function()
+    local new = dadd(tat0, ct)
+    if dcmp(new, ARGV[b + 4]) > 0 then new = ARGV[b + 4] end
+    -- new <= i64::MAX, so new − now < 2^63, as ms_between needs.
+    local ms = 1
+    if dcmp(new, now) > 0 then ms = ms_between(new, now) end
+    local ttl = dadd(string.format('%d', ms), ARGV[b + 5])
+    if tat then ttl = ttl_at_least(key, ttl) end
+    redis.call('SET', key, new, 'PX', ttl)
+  end
+  return true, write, seen
 end
 
 local decide = { fw = fixed_window, sl = sliding_log, sw = sliding_window, gc = gcra }
+local ARGS = { fw = 4, sl = 5, sw = 7, gc = 6 }
+local SEEN = { fw = 1, sl = 3, sw = 3, gc = 1 }
 
 local n = tonumber(ARGV[1])
-local writes, counted, seen, allowed = {}, {}, {}, {}
+local codes, writes, counted, seen, allowed = {}, {}, {}, {}, {}
 local denied = false
+local base = 2
 for i = 1, n do
-  local base = 2 + 9 * (i - 1)
-  local flags = ARGV[base + 1]
-  local a = {}
-  for j = 1, 7 do a[j] = ARGV[base + 1 + j] end
-  local ok, write, state = decide[ARGV[base]](KEYS[i], flags, a)
-  if not ok and string.sub(flags, 1, 1) == 'e' then denied = true end
+  local code, flags = ARGV[base], ARGV[base + 1]
+  local never, counts = false, false
+  if flags ~= 'e' then
+    never = string.find(flags, 'n', 1, true) ~= nil
+    counts = string.find(flags, 'c', 1, true) ~= nil
+  end
+  local ok, write, state = decide[code](KEYS[i], never, counts, base + 1)
+  if not ok and string.byte(flags, 1) == 101 then denied = true end -- 'e'
+  codes[i] = code
   allowed[i] = ok
   writes[i] = write
-  counted[i] = string.find(flags, 'c', 1, true) ~= nil
+  counted[i] = counts
   seen[i] = state
+  base = base + 2 + ARGS[code]
 end
 local reply = {}
 for i = 1, n do
   if writes[i] and (not denied or counted[i]) then writes[i]() end
   if allowed[i] then reply[#reply + 1] = '1' else reply[#reply + 1] = '0' end
-  for j = 1, 4 do reply[#reply + 1] = seen[i][j] or false end
+  local state = seen[i]
+  for j = 1, SEEN[codes[i]] do reply[#reply + 1] = state[j] or false end
 end
 return reply

@@ -12,7 +12,7 @@ if n > 0 then
   newest = redis.call('ZREVRANGEBYLEX', KEYS[1], '+', ARGV[1], 'LIMIT', 0, 1)[1]
 end
 local jth = false
-if ARGV[2] ~= '' and cmp(big(ns), big(ARGV[2])) > 0 then
+if ARGV[2] ~= '' and dcmp(ns, ARGV[2]) > 0 then
   local j = n - tonumber(ARGV[2])
   jth = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', j - 1, 1)[1]
 end

@@ -13,9 +13,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use ratewarden_config::values::{
-    parse_algorithm, parse_body_limit, parse_burst, parse_duration, parse_grpc_listen, parse_limit,
-    parse_listen, parse_max_connections, parse_net, parse_secs, parse_store, parse_timeout_ms,
-    parse_timeout_secs, store_for_display,
+    parse_algorithm, parse_audit_sample, parse_body_limit, parse_burst, parse_duration,
+    parse_grpc_listen, parse_limit, parse_listen, parse_max_connections, parse_net, parse_secs,
+    parse_store, parse_timeout_ms, parse_timeout_secs, store_for_display,
 };
 use ratewarden_config::{
     ConfigErrors, ConfigFile, KeySourceKind, Overrides, Settings, StoreConfig, TimeSource,
@@ -152,6 +152,12 @@ pub struct ServeArgs {
           value_parser = parse_secs, allow_negative_numbers = true)]
     pub audit_retention: Option<u64>,
 
+    /// Keep one audit-log row per N allowed /ping requests: 1 keeps every
+    /// one (the seed's behaviour), 0 turns the audit log off [default: 1].
+    #[arg(long, env = "RATEWARDEN_AUDIT_SAMPLE", value_name = "N",
+          value_parser = parse_audit_sample, allow_negative_numbers = true)]
+    pub audit_sample: Option<u64>,
+
     /// Largest accepted request body, in bytes; larger ones get 413 [default: 16384].
     #[arg(long, env = "RATEWARDEN_MAX_BODY_BYTES", value_name = "BYTES",
           value_parser = parse_body_limit, allow_negative_numbers = true)]
@@ -240,6 +246,7 @@ impl ServeArgs {
             }),
             store_timeout_ms: self.store_timeout_ms,
             audit_retention_secs: self.audit_retention,
+            audit_sample: self.audit_sample,
             max_body_bytes: self.max_body_bytes,
             header_read_timeout_secs: self.header_read_timeout,
             idle_timeout_secs: self.idle_timeout,

@@ -16,10 +16,12 @@
 //! whole milliseconds when denied ([`ceil_millis`]).
 //!
 //! Design decisions:
-//! - **Streaming.** One reused line buffer ([`BufRead::read_until`], so
-//!   non-UTF-8 keys pass), fields parsed in place, numbers formatted with
-//!   `itoa` into a [`BufWriter`]. The only allocation per line is the
-//!   [`Key`] itself (the core has no borrowed key type).
+//! - **Streaming.** One reused line buffer ([`BufRead::read_until`] over
+//!   64 KiB reads, so non-UTF-8 keys pass), fields parsed in place,
+//!   numbers formatted with `itoa` into a [`BufWriter`]. On the memory
+//!   store nothing is allocated per line
+//!   ([`MemoryStore::acquire_single_now`](ratewarden_core::MemoryStore::acquire_single_now)
+//!   takes the key's bytes); other stores get a [`Key`] per request.
 //! - **The store directly, not the decision layer.** Replay is an offline
 //!   simulator: the trace brings its own times and there is one policy, so
 //!   it needs neither the limiter's clock nor its policy set, failure modes
@@ -288,7 +290,12 @@ pub fn replay(
 ) -> Result<Summary, ReplayError> {
     match store {
         OpenedStore::Memory(store) => {
-            let mut decide = |key: &Key, attempt| Ok(store.acquire_now(policy, key, attempt));
+            let mut decide = |key: &[u8], attempt| {
+                // The loop has refused over-long keys already.
+                store
+                    .acquire_single_now(policy, key, attempt)
+                    .map_err(|e| StoreError::Failed(e.to_string()))
+            };
             replay_with(&mut decide, input, output, progress)
         }
         OpenedStore::Dyn(store) => {
@@ -297,10 +304,11 @@ pub fn replay(
                 .enable_all()
                 .build()
                 .map_err(ReplayError::Runtime)?;
-            let mut decide = |key: &Key, attempt: Attempt| {
+            let mut decide = |key: &[u8], attempt: Attempt| {
+                let key = Key::single(key).map_err(|e| StoreError::Failed(e.to_string()))?;
                 let check = Acquire {
                     cost: attempt.cost,
-                    ..Acquire::one(policy, key)
+                    ..Acquire::one(policy, &key)
                 };
                 let batch = Batch::one(attempt.now, check);
                 let decisions = runtime.block_on(store.acquire(&batch))?;
@@ -316,17 +324,19 @@ pub fn replay(
     }
 }
 
-/// The loop, generic over how a request is decided so the memory store's
-/// path is inlined.
+/// The loop, generic over how a request is decided (given the key's one
+/// part) so the memory store's path is inlined.
 fn replay_with<D>(
     decide: &mut D,
-    mut input: impl BufRead,
+    input: impl BufRead,
     output: impl Write,
     progress: Progress,
 ) -> Result<Summary, ReplayError>
 where
-    D: FnMut(&Key, Attempt) -> Result<Decision, StoreError>,
+    D: FnMut(&[u8], Attempt) -> Result<Decision, StoreError>,
 {
+    // Standard input's own buffer reads 8 KiB at a time.
+    let mut input = io::BufReader::with_capacity(64 * 1024, input);
     let mut out = BufWriter::with_capacity(64 * 1024, output);
     let mut summary = Summary::default();
     let mut denials: HashMap<Box<[u8]>, u64, foldhash::fast::RandomState> = HashMap::default();
@@ -364,23 +374,22 @@ where
             }
         };
         previous_ms = request.unix_ms;
-        let key = match Key::single(request.key) {
-            Ok(key) => key,
-            Err(e) => {
-                break Some(ReplayError::Input {
-                    line: line_no,
-                    problem: LineError::Key {
-                        text: quote(request.key),
-                        error: e,
-                    },
-                });
-            }
-        };
+        if request.key.len() > Key::MAX_BYTES
+            && let Err(e) = Key::single(request.key)
+        {
+            break Some(ReplayError::Input {
+                line: line_no,
+                problem: LineError::Key {
+                    text: quote(request.key),
+                    error: e,
+                },
+            });
+        }
         let attempt = Attempt {
             now: Timestamp::from_unix_millis(request.unix_ms),
             cost: request.cost,
         };
-        let decision = match decide(&key, attempt) {
+        let decision = match decide(request.key, attempt) {
             Ok(d) => d,
             Err(error) => {
                 break Some(ReplayError::Store {
@@ -470,6 +479,9 @@ fn most_denied(
 /// [`LineError`] for a malformed line (never [`LineError::Backwards`] or
 /// [`LineError::Key`]: those need context).
 pub fn parse_line(line: &[u8]) -> Result<Option<Request<'_>>, LineError> {
+    if let Some(request) = parse_plain(line) {
+        return Ok(Some(request));
+    }
     let mut rest = line;
     let Some(time) = next_field(&mut rest) else {
         return Ok(None);
@@ -495,6 +507,41 @@ pub fn parse_line(line: &[u8]) -> Result<Option<Request<'_>>, LineError> {
             .ok_or_else(|| LineError::Cost(quote(text)))?,
     };
     Ok(Some(Request { unix_ms, key, cost }))
+}
+
+/// The common line, `<digits> <key>[ <digits>]` with single spaces and an
+/// optional `\n`, in one pass; `None` sends anything else (and every
+/// error) to [`parse_line`]'s general path, which decides the same way.
+fn parse_plain(line: &[u8]) -> Option<Request<'_>> {
+    let (unix_ms, rest) = leading_u64(line)?;
+    let rest = rest.strip_prefix(b" ")?;
+    let key_len = rest
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(rest.len());
+    if key_len == 0 || unix_ms > MAX_UNIX_MS {
+        return None;
+    }
+    let (key, rest) = rest.split_at(key_len);
+    let (cost, rest) = match rest.strip_prefix(b" ") {
+        Some(rest) => {
+            let (cost, rest) = leading_u64(rest)?;
+            (NonZeroU64::new(cost)?, rest)
+        }
+        None => (NonZeroU64::MIN, rest),
+    };
+    matches!(rest, b"" | b"\n").then_some(Request { unix_ms, key, cost })
+}
+
+/// The number at the start of `text` (at least one digit, no overflow)
+/// and what follows it.
+fn leading_u64(text: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = text
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, rest) = text.split_at(digits);
+    Some((parse_u64(number)?, rest))
 }
 
 /// The next run of non-whitespace bytes in `rest`, which moves past it.
@@ -583,6 +630,57 @@ mod tests {
         assert_eq!(parse_line(b"007 k 01"), Ok(Some(req(7, "k", 1))));
         let odd = parse_line(b"5 \xff:\"x\n").unwrap().unwrap();
         assert_eq!(odd.key, b"\xff:\"x");
+    }
+
+    #[test]
+    fn the_plain_path_agrees_with_the_general_one() {
+        for line in [
+            &b"1000 alice\n"[..],
+            b"1000 alice",
+            b"1000 alice 3\n",
+            b"1000 alice 0\n",
+            b"1000 alice 3 \n",
+            b"1000 alice 3x\n",
+            b"1000  alice\n",
+            b"1000 alice\r\n",
+            b"1000 \xff\n",
+            b"9223372036855 k\n",
+            b"99999999999999999999 k\n",
+            b"1000 \n",
+            b"1000\n",
+        ] {
+            let general = || {
+                let mut rest = line;
+                let time = next_field(&mut rest)?;
+                let key = next_field(&mut rest)?;
+                let cost = next_field(&mut rest);
+                if next_field(&mut rest).is_some() {
+                    return None;
+                }
+                let unix_ms = parse_u64(time).filter(|&t| t <= MAX_UNIX_MS)?;
+                let cost = match cost {
+                    None => NonZeroU64::MIN,
+                    Some(c) => parse_u64(c).and_then(NonZeroU64::new)?,
+                };
+                Some(Request { unix_ms, key, cost })
+            };
+            if let Some(plain) = parse_plain(line) {
+                assert_eq!(
+                    Some(plain),
+                    general(),
+                    "{:?}",
+                    line.escape_ascii().to_string()
+                );
+            }
+            assert_eq!(
+                parse_line(line).ok().flatten(),
+                general(),
+                "{:?}",
+                line.escape_ascii().to_string()
+            );
+        }
+        assert!(parse_plain(b"1000 alice 3\n").is_some());
+        assert!(parse_plain(b"1000 alice").is_some());
     }
 
     #[test]

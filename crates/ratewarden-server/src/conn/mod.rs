@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use atomic_waker::AtomicWaker;
-use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::TokioIo;
 use ratewarden_config::ConnectionLimits;
@@ -30,9 +29,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tower::Service;
 
 use self::io::{Bounds, GuardedIo};
+use crate::http::App;
 
 /// How long a closing connection drains what the client still sends, at
 /// most (as nginx's `lingering_time`, shorter).
@@ -288,7 +287,7 @@ impl Registry {
     }
 }
 
-/// Serves `router` on `listener` under `rules` until `stop` is cancelled,
+/// Serves `app` on `listener` under `rules` until `stop` is cancelled,
 /// then closes idle connections, lets requests in progress finish their
 /// answers for at most `grace`, and drops what is left.
 ///
@@ -297,7 +296,7 @@ impl Registry {
 /// errors are logged and retried.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    app: App,
     rules: ConnectionRules,
     stop: CancellationToken,
     grace: Duration,
@@ -336,7 +335,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let (id, slot) = registry.open();
         let io = TokioIo::new(GuardedIo::new(stream, Arc::clone(&slot), bounds));
-        let service = per_connection(router.clone(), slot, peer);
+        let service = per_connection(app.clone(), slot, peer);
         let connection = http.serve_connection(io, service);
         let (registry, stop, hard_stop) = (Arc::clone(&registry), stop.clone(), hard_stop.clone());
         tasks.spawn(async move {
@@ -407,11 +406,11 @@ async fn make_room(registry: &Registry, max: usize, stop: &CancellationToken) ->
     }
 }
 
-/// The router as a hyper service for one connection: each request gets
-/// the peer's address (`ConnectInfo`) and marks the connection busy until
-/// its answer is ready.
+/// The application as a hyper service for one connection: each request
+/// gets the peer's address (`ConnectInfo`) and marks the connection busy
+/// until its answer is ready.
 fn per_connection(
-    router: Router,
+    app: App,
     slot: Arc<Slot>,
     peer: SocketAddr,
 ) -> impl hyper::service::Service<
@@ -425,11 +424,11 @@ fn per_connection(
     hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
         let busy = Busy::new(&slot);
-        let mut router = router.clone();
+        let answer = app.answer(request.map(axum::body::Body::new));
         async move {
-            let answer = router.call(request).await;
+            let answer = answer.await;
             drop(busy);
-            answer
+            Ok(answer)
         }
     })
 }

@@ -23,14 +23,17 @@ pub mod problem;
 pub mod seed;
 pub mod v1;
 
+use std::panic::AssertUnwindSafe;
+use std::task::Poll;
+
 use axum::Router;
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::Method;
-use axum::response::IntoResponse;
-use tower_http::catch_panic::CatchPanicLayer;
+use axum::response::{IntoResponse, Response};
+use tower::Service;
 use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
+use tracing::level_filters::LevelFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -43,11 +46,29 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// Every route, with problem details for unknown routes (404), wrong
 /// methods (405), slow requests (408), oversized bodies (413) and panics
-/// (500).
-pub fn router(state: AppState) -> Router {
+/// (500): the service [`crate::conn::serve`] runs.
+///
+/// Not `Router::layer`s: each of those boxes the routes again and clones
+/// the box per request, and `from_fn` and `HandleErrorLayer` box their
+/// futures too. [`App::answer`] does the same work in one future.
+#[derive(Debug, Clone)]
+pub enum App {
+    /// The access log is off (the level is fixed at startup): no span and
+    /// no per-request line to build.
+    Quiet(Router),
+    /// The access log: a span and one line per answer, at debug only;
+    /// server errors too (the decision layer logs store errors,
+    /// summarised, and bugs are logged where they happen). The trace
+    /// layer is outermost, as it sees every answer, a 408 or a panic's
+    /// 500 included.
+    Logged(Router),
+}
+
+/// See [`App`].
+pub fn router(state: AppState) -> App {
     let body_limit = state.max_body_bytes;
     let (routes, api) = routes_and_api().split_for_parts();
-    routes
+    let routes = routes
         // Any method, so its route is outside `routes!`; the document
         // lists it from `openapi::base`.
         .route("/v1/authorize", axum::routing::any(authorize::handle))
@@ -56,28 +77,97 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
-                    ApiError::request_timeout(REQUEST_TIMEOUT)
-                }))
-                .layer(tower::timeout::TimeoutLayer::new(REQUEST_TIMEOUT)),
-        )
-        .layer(axum::middleware::from_fn(problem::with_instance))
-        .layer(CatchPanicLayer::custom(|_| {
-            ApiError::internal(&"a handler panicked").into_response()
-        }))
-        // The access log: a span and one line per answer, at debug only;
-        // server errors too (the decision layer logs store errors,
-        // summarised, and bugs are logged where they happen).
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(access_span)
-                .on_request(())
-                .on_response(DefaultOnResponse::new().level(Level::DEBUG))
-                .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
-        )
+        // A layer, not a service around the router: axum only sends the
+        // `Allow` of a 405 from a layered method fallback.
+        .layer(DefaultBodyLimit::max(body_limit));
+    // The subscriber is installed before the router is built and its
+    // filter is not reloaded: below debug everywhere, neither the span nor
+    // the line could be recorded.
+    if LevelFilter::current() < LevelFilter::DEBUG {
+        return App::Quiet(routes);
+    }
+    let logged = Router::new().fallback_service(Guarded(routes)).layer(
+        TraceLayer::new_for_http()
+            .make_span_with(access_span)
+            .on_request(())
+            .on_response(DefaultOnResponse::new().level(Level::DEBUG))
+            .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
+    );
+    App::Logged(logged)
+}
+
+impl App {
+    /// The answer to `request`; never an error (every failure is problem
+    /// details).
+    pub fn answer(&self, request: Request) -> impl Future<Output = Response> + Send + use<> {
+        let app = self.clone();
+        async move {
+            match app {
+                App::Quiet(routes) => guard(routes, request).await,
+                App::Logged(mut logged) => match logged.call(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                },
+            }
+        }
+    }
+}
+
+/// `routes`' answer to `request` with the error handling every answer
+/// gets: a panic is a 500 (without `instance`, as it may have happened
+/// anywhere), a request slower than [`REQUEST_TIMEOUT`] (its body
+/// included) a 408, and every [`ApiError`] response gets the request path
+/// as its `instance` ([`problem::with_instance`]).
+async fn guard(mut routes: Router, request: Request) -> Response {
+    // A `Uri` clone shares its buffer: no copy on the hot path.
+    let uri = request.uri().clone();
+    // Axum's routers are always ready.
+    let Ok(routed) = std::panic::catch_unwind(AssertUnwindSafe(|| routes.call(request))) else {
+        return panicked();
+    };
+    let mut routed = std::pin::pin!(routed);
+    let caught = std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| routed.as_mut().poll(cx))) {
+            Ok(Poll::Ready(answer)) => Poll::Ready(Some(answer)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        }
+    });
+    // The timer is only registered if the answer is not ready at the
+    // first poll.
+    let response = match tokio::time::timeout(REQUEST_TIMEOUT, caught).await {
+        Ok(Some(Ok(response))) => response,
+        Ok(Some(Err(never))) => match never {},
+        Ok(None) => return panicked(),
+        Err(_) => ApiError::request_timeout(REQUEST_TIMEOUT).into_response(),
+    };
+    problem::with_instance(response, uri.path())
+}
+
+fn panicked() -> Response {
+    ApiError::internal(&"a handler panicked").into_response()
+}
+
+/// [`guard`] as a service, under the access log's trace layer.
+#[derive(Debug, Clone)]
+struct Guarded(Router);
+
+impl Service<Request> for Guarded {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send + 'static>,
+    >;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let routes = self.0.clone();
+        // Boxed: debug logging only.
+        Box::pin(async move { Ok(guard(routes, request).await) })
+    }
 }
 
 /// Every route with its OpenAPI description, from the handlers'
@@ -116,4 +206,48 @@ async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
 
 async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
     ApiError::method_not_allowed(format!("{} does not accept {method}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use axum::routing::get;
+
+    use super::*;
+
+    /// A handler that panics while it is polled gets the 500 problem
+    /// details (the work of tower-http's `CatchPanicLayer` before `App`);
+    /// a route's own error keeps its `instance`.
+    #[tokio::test]
+    async fn a_panic_is_a_500_and_errors_carry_their_instance() {
+        async fn boom() -> &'static str {
+            tokio::task::yield_now().await;
+            panic!("a bug")
+        }
+        async fn refused() -> ApiError {
+            ApiError::not_found("nothing here".to_owned())
+        }
+        let routes = Router::new()
+            .route("/boom", get(boom))
+            .route("/refused", get(refused));
+        let request = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+
+        let panicked = guard(routes.clone(), request("/boom")).await;
+        assert_eq!(panicked.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = axum::body::to_bytes(panicked.into_body(), 4096)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["status"], 500);
+        assert!(problem.get("instance").is_none(), "{problem}");
+
+        let refused = guard(routes, request("/refused")).await;
+        assert_eq!(refused.status(), StatusCode::NOT_FOUND);
+        let body = axum::body::to_bytes(refused.into_body(), 4096)
+            .await
+            .unwrap();
+        let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(problem["instance"], "/refused");
+    }
 }

@@ -277,8 +277,8 @@ impl ApiError {
 }
 
 /// The body lacks `instance` here: the error is also kept in the response's
-/// extensions, and [`with_instance`] (a middleware on every route) renders
-/// it again with the request path.
+/// extensions, and [`with_instance`] (applied to every answer by
+/// [`crate::http::App`]) renders it again with the request path.
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = self.clone().render(None);
@@ -287,19 +287,34 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Middleware: fills in the problem `instance` (the request path) of every
+/// Fills in the problem `instance` (`path`, the request's) of an
 /// [`ApiError`] response, whichever handler or fallback produced it.
-pub async fn with_instance(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    // A `Uri` clone shares its buffer: no copy on the hot path.
-    let uri = request.uri().clone();
-    let mut response = next.run(request).await;
-    match response.extensions_mut().remove::<ApiError>() {
-        Some(error) => error.render(Some(uri.path())),
-        None => response,
+pub fn with_instance(mut response: Response, path: &str) -> Response {
+    let Some(error) = response.extensions_mut().remove::<ApiError>() else {
+        return response;
+    };
+    let mut rendered = error.render(Some(path));
+    // Headers the router added after the error was rendered stay (axum's
+    // `Allow` of a 405); the length is the new body's.
+    let added: Vec<HeaderName> = response
+        .headers()
+        .keys()
+        .filter(|&name| name != header::CONTENT_LENGTH && !rendered.headers().contains_key(name))
+        .cloned()
+        .collect();
+    for name in added {
+        for value in response.headers().get_all(&name) {
+            rendered.headers_mut().append(name.clone(), value.clone());
+        }
     }
+    // Last, where axum puts it on the answers of its routes (and so also
+    // on a 408).
+    if let Some(length) = axum::body::HttpBody::size_hint(rendered.body()).exact() {
+        rendered
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    rendered
 }
 
 /// The decision layer's errors: an unknown policy is 404, an unavailable

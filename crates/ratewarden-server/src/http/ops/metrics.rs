@@ -85,6 +85,14 @@ fn describe() {
         "Entries (keys with state, per policy) the store holds, where it can tell (memory)."
     );
     describe_counter!(
+        "ratewarden_audit_rows_total",
+        "Audit-log rows (api_calls) the store wrote since the start, where it keeps one (SQLite)."
+    );
+    describe_gauge!(
+        "ratewarden_store_disk_bytes",
+        "Bytes the store's files take now (SQLite: the database and its write-ahead log)."
+    );
+    describe_counter!(
         "ratewarden_admin_refusals_total",
         "Refused admin requests, by reason."
     );
@@ -111,8 +119,9 @@ fn describe() {
     }
 }
 
-/// The exposition, `text/plain; version=0.0.4`. Updates the gauges read
-/// at scrape time (`ratewarden_keys`) first.
+/// The exposition, `text/plain; version=0.0.4`. Updates the series read
+/// at scrape time (`ratewarden_keys`, `ratewarden_audit_rows_total`,
+/// `ratewarden_store_disk_bytes`) first.
 pub async fn handle(State(state): State<AppState>) -> Response {
     let Some(handle) = RECORDER.get().and_then(Option::as_ref) else {
         return ApiError::service_unavailable("no metrics recorder is installed in this process")
@@ -121,6 +130,12 @@ pub async fn handle(State(state): State<AppState>) -> Response {
     let store = state.limiter.store().kind();
     if let Some(entries) = state.limiter.store_entries().await {
         metrics::gauge!("ratewarden_keys", "store" => store).set(entries as f64);
+    }
+    if let Some(rows) = state.limiter.store().audit_rows() {
+        metrics::counter!("ratewarden_audit_rows_total", "store" => store).absolute(rows);
+    }
+    if let Some(bytes) = state.limiter.store().disk_bytes() {
+        metrics::gauge!("ratewarden_store_disk_bytes", "store" => store).set(bytes as f64);
     }
     handle.run_upkeep();
     (

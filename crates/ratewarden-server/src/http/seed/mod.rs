@@ -10,12 +10,9 @@ pub mod status;
 pub mod usage;
 
 use axum::response::{IntoResponse, Response};
-use ratewarden_core::{Outcome as CoreOutcome, Policy, Timestamp};
+use ratewarden_core::{Outcome as CoreOutcome, Policy};
 use ratewarden_limiter::{Basis, Outcome};
 use serde::Serialize;
-use time::OffsetDateTime;
-use time::format_description::FormatItem;
-use time::macros::format_description;
 
 use super::problem::ApiError;
 use ratewarden_tower::render::{insert_outcome_headers, outcome_headers};
@@ -61,15 +58,4 @@ fn limit_text(policy: &Policy) -> String {
     let limit = policy.quota.limit();
     let unit = if limit == 1 { "request" } else { "requests" };
     format!("Rate limit of {limit} {unit} per {window} exceeded")
-}
-
-/// `2026-01-01T00:00:00Z` (UTC, whole seconds).
-fn iso_seconds(t: Timestamp) -> String {
-    const FORMAT: &[FormatItem<'static>] =
-        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    let secs = (t.as_unix_nanos() / 1_000_000_000) as i64;
-    OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|dt| dt.format(FORMAT).ok())
-        .unwrap_or_default()
 }

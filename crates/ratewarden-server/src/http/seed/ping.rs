@@ -3,8 +3,7 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, State};
-use axum::http::HeaderMap;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::response::Response;
 use ratewarden_core::algorithm::fixed_window;
 use ratewarden_core::{Audit, Decision, Key, Policy, Timestamp, ceil_secs};
@@ -47,7 +46,10 @@ impl WindowUsage {
             count: decision.used,
             limit: decision.limit,
             remaining: decision.remaining,
-            window_start: super::iso_seconds(fixed_window::window_start(&policy.quota, k)),
+            window_start: ratewarden_core::utc::seconds(fixed_window::window_start(
+                &policy.quota,
+                k,
+            )),
             window_seconds: ceil_secs(policy.quota.window()),
             reset_after: ceil_secs(decision.reset_after),
         }
@@ -71,9 +73,12 @@ impl WindowUsage {
 pub async fn handle(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
+    // The request itself rather than axum's `HeaderMap` extractor, which
+    // copies every header.
+    request: Request,
 ) -> Result<Response, ApiError> {
-    let raw = client_key(&state.ping_key, &state.trusted_proxies, &headers, peer);
+    let headers = request.headers();
+    let raw = client_key(&state.ping_key, &state.trusted_proxies, headers, peer);
     let key = Key::single(&raw)
         .map_err(|e| ApiError::bad_request(format!("the client key is not usable: {e}")))?;
     let check = Check {

@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# ratewarden's HTTP throughput beside its peers, in one run on this machine
+# (BENCHMARKS.md). Needs wrk, redis-server, curl and python3.
+#
+#   scripts/bench-peers.sh [rounds=5] [duration=10s] [connections=50] [threads=2] [scenario...]
+#   scripts/bench-peers.sh redis-anchor [rounds=3]
+#
+# HTTP mode. Scenarios (default: all available), each `wrk --latency` with
+# a key drawn from 10,000 at random per request and limits no run reaches
+# (every request is a full, allowed decision):
+#   bare              examples/bare, GET /ping (the axum baseline)
+#   rw_mem_ping       ratewarden --store memory, GET /ping (X-Client-Key: client-N)
+#   rw_mem_check      the same server, POST /rate/check (X-User-Id: N)
+#   rw_mem_v1         the same server, POST /v1/check, one GCRA policy
+#   rw_sqlite_ping    ratewarden on SQLite (--db, the default store), GET /ping
+#   rw_sqlite_check   the same server, POST /rate/check
+#   rw_redis_ping     ratewarden --store redis://…, GET /ping
+#   rw_redis_check    the same server, POST /rate/check
+#   throttlecrab      throttlecrab-server 0.4.40 (crates.io), POST /throttle (GCRA)
+#   limitador_mem     limitador-server, memory, POST /check_and_report
+#   limitador_redis   limitador-server, redis, POST /check_and_report
+# Every round runs every scenario once (1 s warm-up, then the measured run),
+# so the machine's drift falls on all alike; each server is started once and
+# serves every round. A round in which wrk saw a non-2xx answer or a socket
+# error fails its scenario (reported, left out of every figure).
+# Prints a line per scenario and round, then a Markdown table (median req/s,
+# ratio to bare's median, median p99), paired ratios (the ratio within each
+# round, then its median), the SQLite file's size, the command and date.
+#
+# Before each round it waits while a compiler (rustc, cc1, cc1plus) runs, up
+# to WAIT_FOR_RUSTC seconds (default 600), then says the round is noisy.
+#
+# Binaries: RATEWARDEN_BIN and BARE_BIN (default: built here with cargo);
+# peers live in ${RATEWARDEN_PEERS_DIR:-~/.cache/ratewarden-peers} ($PEERS):
+# throttlecrab is `cargo install`ed into $PEERS/throttlecrab when missing;
+# limitador-server is ${LIMITADOR_BIN:-$PEERS/limitador-server} and is never
+# built here (not on crates.io: build it from its repository, outside this
+# project); without it the limitador scenarios are skipped.
+#
+# redis-anchor mode: what Redis itself does per call, at redis-benchmark's
+# -c 64 -r 10000 (random keys, every call allowed), beside ratewarden's
+# in-process Redis store bench (crates/ratewarden-bench/benches/
+# redis_throughput.rs, 64 tokio callers), all on one redis-server of its own:
+#   CL.THROTTLE   redis-cell's native GCRA (built from crates.io into $PEERS)
+#   incr_pexpire  EVALSHA of a plain INCRBY + PEXPIRE Lua script
+#   rw_batch_gcra EVALSHA of the store's own script (decimal.lua + batch.lua)
+#                 with one GCRA item, as the store sends it
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PEERS=${RATEWARDEN_PEERS_DIR:-$HOME/.cache/ratewarden-peers}
+cmdline="scripts/bench-peers.sh $*"
+mode=http
+[ "${1:-}" != redis-anchor ] || { mode=redis-anchor; shift; }
+rounds=${1:-5} duration=${2:-10s} conns=${3:-50} threads=${4:-2}
+fail() { echo "bench-peers: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null || fail "$1 is missing: apt-get install -y $2"; }
+need redis-server redis-server; need curl curl; need python3 python3
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() { # wait_port PORT NAME PID
+  for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || fail "$2 exited: $(tail -5 "$tmp/$2.log")"
+    sleep 0.05
+  done
+  fail "$2 does not listen on port $1"
+}
+median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+wait_for_compilers() { # up to WAIT_FOR_RUSTC seconds (default 600), then the round runs anyway
+  local i
+  for i in $(seq $((${WAIT_FOR_RUSTC:-600} / 5))); do pgrep -x "rustc|cc1|cc1plus" >/dev/null || return 0
+    [ "$i" -gt 1 ] || echo "(waiting until no compiler is running)"; sleep 5; done
+  ! pgrep -x "rustc|cc1|cc1plus" >/dev/null || echo "(a compiler is running: this round is noisy)"
+}
+commas() { sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/;ta'; }
+
+tmp=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+unset "${!THROTTLECRAB_@}" # its env vars could turn on more listeners
+redis_port=
+start_redis() { # start_redis [redis-server args...]: a throwaway redis-server on loopback
+  redis_port=$(free_port)
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no "$@" >"$tmp/redis.log" 2>&1 &
+  pids+=($!)
+  wait_port "$redis_port" redis $!
+}
+
+if [ "$mode" = redis-anchor ]; then
+  need redis-benchmark redis-tools
+  # redis-cell is a cdylib (cargo install cannot build it): fetch its crate
+  # and build it under $PEERS. 0.2.2 is the newest on crates.io.
+  cell_v=0.2.2 cell_dir=$PEERS/redis-cell-0.2.2
+  cell_so=$cell_dir/target/release/libredis_cell.so
+  if [ ! -f "$cell_so" ]; then
+    mkdir -p "$PEERS"
+    { curl -sSfL "https://static.crates.io/crates/redis-cell/redis-cell-$cell_v.crate" ||
+      curl -sSfL "https://crates.io/api/v1/crates/redis-cell/$cell_v/download"; } | tar xz -C "$PEERS" &&
+      (cd "$cell_dir" && cargo rustc --quiet --release --lib --crate-type cdylib 2>"$tmp/cell.log") ||
+      echo "redis-cell $cell_v not built ($(tail -1 "$tmp/cell.log" 2>/dev/null || echo 'download failed')): CL.THROTTLE skipped"
+  fi
+  if [ -f "$cell_so" ]; then start_redis --loadmodule "$cell_so"; else start_redis; fi
+  cargo bench -q -p ratewarden-bench --bench redis_throughput --no-run 2>/dev/null
+  plain=$(redis-cli -p "$redis_port" SCRIPT LOAD \
+    "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return v")
+  batch=$(redis-cli -p "$redis_port" SCRIPT LOAD "$(cat crates/ratewarden-redis/src/lua/decimal.lua; echo
+    cat crates/ratewarden-redis/src/lua/batch.lua)")
+  now=$(date +%s%N)
+  rb() { redis-benchmark -p "$redis_port" -c 64 -n 192000 -r 10000 -q "$@" |
+    tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1; }
+  declare -A res
+  anchors=(incr_pexpire rw_batch_gcra rw_store_bench)
+  [ ! -f "$cell_so" ] || anchors=(cl_throttle "${anchors[@]}")
+  for round in $(seq 1 "$rounds"); do
+    wait_for_compilers
+    for a in "${anchors[@]}"; do
+      case $a in
+        # 1 per 60 s, bursts of 1,000,001: every call allowed, every key kept.
+        cl_throttle) r=$(rb CL.THROTTLE "cell:{__rand_int__}" 1000000 1 60 1) ;;
+        incr_pexpire) r=$(rb EVALSHA "$plain" 1 "plain:{__rand_int__}" 1 60000) ;;
+        # One GCRA item as gcra.rs sends it (batch.lua's order): now, now +
+        # 10^12 ns of allowance (B·T − c·T), 1 ns a call (c·T), i64::MAX,
+        # 1 s TTL slack, the allowance 10^12 again.
+        rw_batch_gcra) r=$(rb EVALSHA "$batch" 1 "rw:gcra:bench:{__rand_int__}" 1 gc e "$now" \
+          "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
+        rw_store_bench) r=$(RW_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
+          cargo bench -q -p ratewarden-bench --bench redis_throughput 2>/dev/null |
+          sed -n 's/.*: \([0-9.]*\) decisions\/s.*/\1/p') ;;
+      esac
+      [ -n "$r" ] || fail "$a gave no figure"
+      printf 'round %d %-15s %10.0f calls/s\n' "$round" "$a" "$r"
+      res[$a]+="$r "
+    done
+  done
+  if [ -f "$cell_so" ]; then # a peek (quantity 0) at one key of the run: allowed, its state kept
+    peek=$(redis-cli -p "$redis_port" CL.THROTTLE "cell:{000000000042}" 1000000 1 60 0 | paste -sd' ')
+    echo "CL.THROTTLE peek at one key after the run (allowed=0, limit, remaining, retry, reset): $peek"
+  fi
+  echo
+  echo "| anchor (redis-benchmark -c 64 -r 10000; the store bench: 64 callers) | median calls/s | vs CL.THROTTLE |"
+  echo "| --- | ---: | ---: |"
+  cell=$(median <<<"${res[cl_throttle]:-}")
+  for a in "${anchors[@]}"; do
+    m=$(median <<<"${res[$a]}")
+    vs=; [ -z "$cell" ] || vs=$(awk -v a="$m" -v b="$cell" 'BEGIN {printf "%.2fx", a / b}')
+    echo "| $a | $(printf '%.0f' "$m" | commas) | $vs |"
+  done
+  echo
+  echo "command: $cmdline ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/Redis \1/'), redis-cell $cell_v), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  exit 0
+fi
+
+need wrk wrk
+if [ -z "${RATEWARDEN_BIN:-}" ] || [ -z "${BARE_BIN:-}" ]; then
+  cargo build --release --quiet -p ratewarden-server --bin ratewarden --example bare
+fi
+target=${CARGO_TARGET_DIR:-target}
+ratewarden=${RATEWARDEN_BIN:-$target/release/ratewarden} bare=${BARE_BIN:-$target/release/examples/bare}
+limitador=${LIMITADOR_BIN:-$PEERS/limitador-server}
+throttlecrab=${THROTTLECRAB_BIN:-$PEERS/throttlecrab/bin/throttlecrab-server}
+
+# scenario -> "server kind path"
+scenario_route() {
+  case $1 in
+    bare) echo bare ping /ping ;;
+    rw_*_ping) echo "${1%_ping} ping /ping" ;;
+    rw_*_check) echo "${1%_check} check /rate/check" ;;
+    rw_mem_v1) echo rw_mem v1 /v1/check ;;
+    throttlecrab) echo throttlecrab throttle /throttle ;;
+    limitador_*) echo "$1 limitador /check_and_report" ;;
+    *) fail "unknown scenario '$1'" ;;
+  esac
+}
+scenarios=("${@:5}")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(bare rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_check
+  rw_redis_ping rw_redis_check throttlecrab limitador_mem limitador_redis)
+for s in "${scenarios[@]}"; do scenario_route "$s" >/dev/null; done
+if [[ " ${scenarios[*]} " == *" limitador_"* ]] && [ ! -x "$limitador" ]; then
+  echo "limitador-server not found at $limitador: build it from its repository and set LIMITADOR_BIN (limitador scenarios skipped)"
+  read -ra scenarios <<<"$(printf '%s ' "${scenarios[@]}" | sed 's/limitador_[a-z]* //g')"
+fi
+if [[ " ${scenarios[*]} " == *" throttlecrab "* ]] && [ ! -x "$throttlecrab" ]; then
+  cargo install --quiet throttlecrab-server --version 0.4.40 --locked --root "$PEERS/throttlecrab"
+fi
+
+# The requests: one Lua file, its kind given after `--`; per-thread seeds.
+cat >"$tmp/req.lua" <<'LUA'
+local n = 0
+function setup(thread) n = n + 1; thread:set("id", n) end
+local make
+function init(args)
+  math.randomseed(os.time() * 100 + (id or 0))
+  local json = { ["Content-Type"] = "application/json" }
+  local post = function(path, body) return wrk.format("POST", path, json, body) end
+  make = ({
+    ping = function(k) return wrk.format("GET", "/ping", { ["X-Client-Key"] = "client-" .. k }) end,
+    check = function(k)
+      return wrk.format("POST", "/rate/check", { ["X-User-Id"] = tostring(k),
+        ["Content-Type"] = "application/json" }, '{"endpoint":"/orders"}')
+    end,
+    v1 = function(k) return post("/v1/check", '{"policy":"api","key":"client-' .. k .. '"}') end,
+    throttle = function(k)
+      return post("/throttle", '{"key":"client-' .. k ..
+        '","max_burst":1000000000,"count_per_period":1000000000,"period":60,"quantity":1}')
+    end,
+    limitador = function(k)
+      return post("/check_and_report", '{"namespace":"bench","values":{"key":"client-' .. k .. '"},"delta":1}')
+    end,
+  })[args[1]]
+end
+request = function() return make(math.random(1, 10000)) end
+LUA
+cat >"$tmp/policies.toml" <<'TOML'
+[[policies]]
+name = "api"
+algorithm = "gcra"
+limit = 1000000000000
+window = "1m"
+TOML
+cat >"$tmp/limits.yaml" <<'YAML'
+- namespace: bench
+  max_value: 1000000000000
+  seconds: 60
+  conditions: []
+  variables:
+    - descriptors[0]['key']
+YAML
+
+# Servers, each started once on a free loopback port; port[server] is set.
+declare -A port started
+start() { # start SERVER: starts it (and Redis if it needs it) unless running
+  local s=$1 p
+  [ -z "${started[$s]:-}" ] || return 0
+  case $s in rw_redis | limitador_redis) [ -n "$redis_port" ] || start_redis ;; esac
+  p=$(free_port)
+  local rw=(serve --listen "127.0.0.1:$p" --ping-limit 1000000000000 --check-limit 1000000000)
+  case $s in
+    bare) exec "$bare" "127.0.0.1:$p" ;;
+    rw_mem) RATEWARDEN_LOG=warn exec "$ratewarden" "${rw[@]}" --store memory --config "$tmp/policies.toml" ;;
+    rw_sqlite) RATEWARDEN_LOG=warn exec "$ratewarden" "${rw[@]}" --db "$tmp/bench.db" ;;
+    rw_redis) RATEWARDEN_LOG=warn exec "$ratewarden" "${rw[@]}" --store "redis://127.0.0.1:$redis_port/0" ;;
+    throttlecrab) exec "$throttlecrab" --http --http-host 127.0.0.1 --http-port "$p" --log-level warn ;;
+    # limitador listens on 0.0.0.0 by default: both its ports on loopback.
+    limitador_mem) RUST_LOG=error exec "$limitador" -b 127.0.0.1 -p "$(free_port)" -B 127.0.0.1 -P "$p" \
+      "$tmp/limits.yaml" memory --cache 1000000 ;;
+    limitador_redis) RUST_LOG=error exec "$limitador" -b 127.0.0.1 -p "$(free_port)" -B 127.0.0.1 -P "$p" \
+      "$tmp/limits.yaml" redis "redis://127.0.0.1:$redis_port/1" ;;
+  esac >"$tmp/$s.log" 2>&1 &
+  pids+=($!)
+  wait_port "$p" "$s" $!
+  port[$s]=$p started[$s]=1
+}
+for s in "${scenarios[@]}"; do
+  read -r server kind path < <(scenario_route "$s")
+  start "$server"
+  # One request by hand: the route answers 200 (and throttlecrab allows).
+  out=$(wrk -t1 -c1 -d1s -s "$tmp/req.lua" "http://127.0.0.1:${port[$server]}$path" -- "$kind" 2>&1)
+  ! grep -qE 'Non-2xx|Socket errors' <<<"$out" || fail "$s does not answer 2xx on $path: $(grep -E 'Non-2xx|Socket' <<<"$out")"
+done
+[ -z "${started[throttlecrab]:-}" ] || curl -s -X POST -H 'Content-Type: application/json' \
+  -d '{"key":"probe","max_burst":1000000000,"count_per_period":1000000000,"period":60}' \
+  "http://127.0.0.1:${port[throttlecrab]}/throttle" | grep -q '"allowed":true' || fail "throttlecrab does not allow"
+
+# One measured wrk run: prints "REQ_PER_S P99_MS" or "FAILED reason".
+measure() { # measure SCENARIO
+  local server kind path out
+  read -r server kind path < <(scenario_route "$1")
+  out=$(wrk -t"$threads" -c"$conns" -d"$duration" --latency -s "$tmp/req.lua" \
+    "http://127.0.0.1:${port[$server]}$path" -- "$kind" 2>&1) || { echo "FAILED wrk: $(tail -1 <<<"$out")"; return; }
+  if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+    echo "FAILED $(grep -E 'Non-2xx|Socket errors' <<<"$out" | sed 's/^ *//' | paste -sd';')"
+    return
+  fi
+  awk '/^Requests\/sec/ {r = $2}
+       $1 == "99%" {v = $2 + 0; if ($2 ~ /us$/) v /= 1000; else if ($2 ~ /[0-9]s$/) v *= 1000; else if ($2 ~ /m$/) v *= 60000; p = v}
+       END {if (r == "" || p == "") print "FAILED no figures in wrk output"; else printf "%s %.2f\n", r, p}' <<<"$out"
+}
+
+declare -A rps p99 failed
+for round in $(seq 1 "$rounds"); do
+  wait_for_compilers
+  for s in "${scenarios[@]}"; do
+    read -r server kind path < <(scenario_route "$s")
+    wrk -t"$threads" -c"$conns" -d1s -s "$tmp/req.lua" "http://127.0.0.1:${port[$server]}$path" -- "$kind" >/dev/null 2>&1 || true
+    res=$(measure "$s")
+    if [[ $res == FAILED* ]]; then
+      printf 'round %d %-16s %s\n' "$round" "$s" "$res"
+      failed[$s]+="round $round: ${res#FAILED }. "
+    else
+      read -r r p <<<"$res"
+      printf 'round %d %-16s %10.0f req/s  p99 %7.2f ms\n' "$round" "$s" "$r" "$p"
+      rps[$s:$round]=$r p99[$s:$round]=$p
+    fi
+  done
+done
+
+ok() { [ -z "${failed[$1]:-}" ] && [[ " ${scenarios[*]} " == *" $1 "* ]]; }
+med_of() { local -n arr=$1; local i; for i in $(seq 1 "$rounds"); do echo "${arr[$2:$i]:-}"; done | median; }
+echo
+echo "| scenario | median req/s | vs bare | p99 ms |"
+echo "| --- | ---: | ---: | ---: |"
+base=; ! ok bare || base=$(med_of rps bare)
+for s in "${scenarios[@]}"; do
+  if ! ok "$s"; then echo "| $s | failed: ${failed[$s]% } | | |"; continue; fi
+  m=$(med_of rps "$s")
+  vs=; [ -z "$base" ] || vs=$(awk -v a="$m" -v b="$base" 'BEGIN {printf "%.2fx", a / b}')
+  printf '| %s | %s | %s | %.2f |\n' "$s" "$(printf '%.0f' "$m" | commas)" "$vs" "$(med_of p99 "$s")"
+done
+echo
+for pair in rw_mem_ping/bare rw_mem_ping/throttlecrab rw_mem_v1/throttlecrab rw_mem_ping/limitador_mem \
+  rw_sqlite_ping/limitador_mem rw_sqlite_check/limitador_mem rw_sqlite_ping/rw_mem_ping \
+  rw_redis_ping/limitador_redis rw_redis_check/limitador_redis; do
+  a=${pair%/*} b=${pair#*/}
+  ok "$a" && ok "$b" || continue
+  per=$(for i in $(seq 1 "$rounds"); do
+    awk -v x="${rps[$a:$i]}" -v y="${rps[$b:$i]}" 'BEGIN {printf "%.2f ", x / y}'; done)
+  echo "paired $a / $b: $(median <<<"$per" | xargs printf "%.2f")x (per round: ${per% })"
+done
+if [ -n "${started[throttlecrab]:-}" ]; then # it answers 200 with "allowed":false when it denies
+  denied=$(curl -s "http://127.0.0.1:${port[throttlecrab]}/metrics" | awk '/^throttlecrab_requests_denied / {print $2}')
+  [ "${denied:-0}" = 0 ] || echo "warning: throttlecrab denied $denied requests (200 with allowed=false)"
+fi
+if [ -f "$tmp/bench.db" ]; then
+  echo "SQLite file after the run: $(du -cb "$tmp"/bench.db "$tmp"/bench.db-wal 2>/dev/null | awk 'END {printf "%.1f MB", $1 / 1e6}') (bench.db + -wal)"
+fi
+versions="ratewarden ${RATEWARDEN_BIN:-$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo '+changes')}"
+[ -z "${started[throttlecrab]:-}" ] || versions+=", throttlecrab-server 0.4.40"
+if [ -n "${started[limitador_mem]:-}${started[limitador_redis]:-}" ]; then
+  versions+=", $("$limitador" --version 2>/dev/null | head -1)"
+fi
+[ -z "$redis_port" ] || versions+=", $(redis-server --version | sed 's/.*v=\([^ ]*\).*/Redis \1/')"
+echo "command: $cmdline (wrk -t$threads -c$conns -d$duration --latency, 10,000 random keys, $rounds interleaved rounds)"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); $versions"
