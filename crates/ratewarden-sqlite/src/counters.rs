@@ -184,14 +184,21 @@ pub(crate) fn reset(
     Ok(live)
 }
 
-/// Deletes rows whose state equals no state at `now`: every row knows its
-/// own expiry, so no window length is needed.
+/// Deletes rows whose state equals no state at `now`, at most
+/// [`crate::prune::CHUNK`] of them: every row knows its own expiry, so no
+/// window length is needed.
 pub(crate) fn prune(conn: &Connection, table: Table, now: Timestamp) -> rusqlite::Result<u64> {
-    let sql = match table {
-        Table::SlidingWindow => "DELETE FROM rw_sliding_window WHERE expires <= ?1",
-        Table::Gcra => "DELETE FROM rw_gcra WHERE tat <= ?1",
+    let (name, condition) = match table {
+        Table::SlidingWindow => ("rw_sliding_window", "expires <= ?1"),
+        Table::Gcra => ("rw_gcra", "tat <= ?1"),
     };
-    Ok(conn.execute(sql, [int(now.as_unix_nanos())])? as u64)
+    crate::prune::some(
+        conn,
+        name,
+        "policy, key",
+        condition,
+        [int(now.as_unix_nanos())],
+    )
 }
 
 /// The two tables of this module.

@@ -20,6 +20,7 @@ use rusqlite::{Connection, OptionalExtension, ToSql, params};
 
 use crate::counters::{int, uint};
 use crate::keys::{self, Column, Place};
+use crate::prune;
 use crate::timefmt;
 
 /// Saturates at `i64::MAX` (`ratewarden_core::quota::MAX_COUNT`): SQLite
@@ -208,10 +209,13 @@ pub(crate) fn prune(
     longest_window: Duration,
     now: Timestamp,
 ) -> rusqlite::Result<u64> {
-    let own = conn.execute(
-        "DELETE FROM rw_fixed_window WHERE expires <= ?1",
+    let own = prune::some(
+        conn,
+        "rw_fixed_window",
+        "policy, key",
+        "expires <= ?1",
         [int(now.as_unix_nanos())],
-    )? as u64;
+    )?;
     let two_windows = longest_window
         .saturating_mul(2)
         .saturating_add(Duration::from_secs(1));
@@ -222,11 +226,14 @@ pub(crate) fn prune(
         return Ok(own);
     };
     let cutoff = timefmt::seconds(Timestamp::from_unix_nanos(cutoff));
-    let seed = conn.execute(
-        "DELETE FROM rate_limit_windows WHERE window_start < ?1",
+    let seed = prune::some(
+        conn,
+        "rate_limit_windows",
+        "key, window_start",
+        "window_start < ?1",
         [cutoff],
     )?;
-    Ok(own + seed as u64)
+    Ok(own + seed)
 }
 
 /// Deletes audit rows older than `retention`.
@@ -239,6 +246,5 @@ pub(crate) fn prune_audit(
         return Ok(0);
     }
     let cutoff = timefmt::nanos(now.saturating_sub(retention));
-    let deleted = conn.execute("DELETE FROM api_calls WHERE called_at < ?1", [cutoff])?;
-    Ok(deleted as u64)
+    prune::some(conn, "api_calls", "rowid", "called_at < ?1", [cutoff])
 }

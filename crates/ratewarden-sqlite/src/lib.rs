@@ -43,6 +43,7 @@
 //! - `audit.rs`: the audit log's sampling and its count of rows.
 //! - `fixed_window.rs`, `sliding_log.rs`, `counters.rs` (sliding window
 //!   counter, GCRA): read, write, status, reset and prune per algorithm.
+//! - `prune.rs`: pruning in bounded steps (at most 2,000 rows a statement).
 //! - `keys.rs`: which table holds a policy's state (the seed policies keep
 //!   the seeds' tables) and how keys map onto the key columns.
 //! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
@@ -54,6 +55,7 @@ mod counters;
 mod fixed_window;
 mod keys;
 mod lock;
+mod prune;
 mod schema;
 mod sliding_log;
 mod timefmt;

@@ -14,6 +14,7 @@ use rusqlite::{Connection, ToSql, params};
 
 use crate::counters::{int, uint};
 use crate::keys::{self, Column, EventPrefix, Place};
+use crate::prune;
 use crate::timefmt;
 
 const SEED_LIVE: &str = "
@@ -302,8 +303,14 @@ pub(crate) fn prune(
     let Some(cutoff) = now.as_unix_nanos().checked_sub(w) else {
         return Ok(0);
     };
-    let own = conn.execute("DELETE FROM rw_sliding_log WHERE at <= ?1", [int(cutoff)])?;
+    let own = prune::some(
+        conn,
+        "rw_sliding_log",
+        "policy, key, at",
+        "at <= ?1",
+        [int(cutoff)],
+    )?;
     let cutoff = timefmt::nanos(Timestamp::from_unix_nanos(cutoff));
-    let seed = conn.execute("DELETE FROM rate_events WHERE created_at <= ?1", [cutoff])?;
-    Ok((own + seed) as u64)
+    let seed = prune::some(conn, "rate_events", "rowid", "created_at <= ?1", [cutoff])?;
+    Ok(own + seed)
 }

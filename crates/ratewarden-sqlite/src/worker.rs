@@ -103,22 +103,13 @@ pub(crate) struct Worker {
 impl Worker {
     pub(crate) fn run(mut self) {
         let mut batch = Vec::with_capacity(self.batch_max);
-        while let Some(first) = self.next_job() {
-            let mut closing = false;
-            for job in
-                std::iter::once(first).chain(std::iter::from_fn(|| self.jobs.try_recv().ok()))
-            {
-                match job {
-                    Job::Run { op, reply } => batch.push((op, reply)),
-                    Job::Close => closing = true,
-                }
-                if closing || batch.len() >= self.batch_max {
-                    break;
-                }
-            }
+        let mut prunes = Vec::new();
+        let mut closing = false;
+        while !closing && let Some(first) = self.next_job() {
+            closing = self.take_queued(Some(first), &mut batch, &mut prunes);
             self.run_batch(&mut batch);
-            if closing {
-                break;
+            for (op, reply) in prunes.drain(..) {
+                closing |= self.prune_in_steps(op, reply, &mut batch);
             }
         }
         // Drain jobs sent after Close: they get "closed" by dropping their reply.
@@ -132,6 +123,68 @@ impl Worker {
         }
         // After the connection: see `lock.rs`.
         drop(self.file_lock);
+    }
+
+    /// Moves `first` and the jobs queued behind it (up to `batch_max`
+    /// decisions) into `batch`, prunes into `prunes`; true when one of
+    /// them is [`Job::Close`].
+    fn take_queued(
+        &mut self,
+        first: Option<Job>,
+        batch: &mut Vec<(Op, oneshot::Sender<rusqlite::Result<Reply>>)>,
+        prunes: &mut Vec<(Op, oneshot::Sender<rusqlite::Result<Reply>>)>,
+    ) -> bool {
+        let queued = std::iter::from_fn(|| self.jobs.try_recv().ok());
+        for job in first.into_iter().chain(queued) {
+            match job {
+                Job::Run {
+                    op: op @ Op::Prune { .. },
+                    reply,
+                } => prunes.push((op, reply)),
+                Job::Run { op, reply } => batch.push((op, reply)),
+                Job::Close => return true,
+            }
+            if batch.len() >= self.batch_max {
+                break;
+            }
+        }
+        false
+    }
+
+    /// Runs a prune as steps of at most [`crate::prune::CHUNK`] rows per
+    /// table, one transaction each, until a step deletes nothing; the
+    /// decisions queued meanwhile run between the steps, so a large prune
+    /// never holds them up for long. Answers the total. True when a
+    /// [`Job::Close`] arrived meanwhile (the prune is finished first).
+    fn prune_in_steps(
+        &mut self,
+        op: Op,
+        reply: oneshot::Sender<rusqlite::Result<Reply>>,
+        batch: &mut Vec<(Op, oneshot::Sender<rusqlite::Result<Reply>>)>,
+    ) -> bool {
+        let mut closing = false;
+        let mut later = Vec::new();
+        let mut total = 0;
+        let answer = loop {
+            let mut results = Vec::with_capacity(1);
+            let step = self.transaction([&op], &mut results, false);
+            match (step, results.pop()) {
+                (Ok(()), Some(Ok(Reply::Deleted(0)))) => break Ok(Reply::Deleted(total)),
+                (Ok(()), Some(Ok(Reply::Deleted(n)))) => total += n,
+                (Ok(()), Some(other)) => break other,
+                (Ok(()), None) => break Ok(Reply::Deleted(total)),
+                (Err(e), _) => break Err(e.into_error()),
+            }
+            if !closing {
+                closing = self.take_queued(None, batch, &mut later);
+                self.run_batch(batch);
+            }
+        };
+        let _ = reply.send(answer);
+        for (op, reply) in later {
+            closing |= self.prune_in_steps(op, reply, batch);
+        }
+        closing
     }
 
     /// The next job: polls (yielding the CPU) for a short while before
@@ -160,13 +213,17 @@ impl Worker {
     /// and every other job keeps its answer, exactly as if each had its
     /// own transaction.
     fn run_batch(&mut self, batch: &mut Vec<(Op, oneshot::Sender<rusqlite::Result<Reply>>)>) {
+        if batch.is_empty() {
+            return;
+        }
+        let ops = || batch.iter().map(|(op, _)| op);
         let mut results = Vec::with_capacity(batch.len());
-        let mut committed = self.transaction(batch, &mut results, false);
+        let mut committed = self.transaction(ops(), &mut results, false);
         if let Err(Failure::Job(_)) = committed
             && batch.len() > 1
         {
             results.clear();
-            committed = self.transaction(batch, &mut results, true);
+            committed = self.transaction(ops(), &mut results, true);
         }
         let committed = committed.map_err(Failure::into_error);
         // The caller may have given up (timeout, cancelled request): ignore send errors.
@@ -193,9 +250,9 @@ impl Worker {
     /// pushed to `results`. Without `savepoints`, the first failing job
     /// fails the whole transaction (it is rolled back); with them, a
     /// failing job rolls back to its savepoint and the others go on.
-    fn transaction(
+    fn transaction<'a>(
         &mut self,
-        batch: &[(Op, oneshot::Sender<rusqlite::Result<Reply>>)],
+        batch: impl IntoIterator<Item = &'a Op>,
         results: &mut Vec<rusqlite::Result<Reply>>,
         savepoints: bool,
     ) -> Result<(), Failure> {
@@ -205,7 +262,7 @@ impl Worker {
         let begin = conn.prepare_cached("BEGIN IMMEDIATE")?.execute([]);
         begin.map_err(Failure::Transaction)?;
         let body = (|| {
-            for (op, _) in batch {
+            for op in batch {
                 if !savepoints {
                     let reply =
                         execute(conn, op, self.audit_retention, audit_log).map_err(Failure::Job)?;

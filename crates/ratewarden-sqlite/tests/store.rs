@@ -1028,6 +1028,38 @@ async fn the_audit_log_keeps_every_one_in_n_allowed_requests_or_none() {
     }
 }
 
+/// A prune of more rows than one step takes (2,000 per statement) runs
+/// step after step until nothing is left, and answers the total.
+#[tokio::test]
+async fn a_large_prune_runs_in_steps_and_deletes_everything_due() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let p = policy(Algorithm::SlidingLog, 100_000, 10);
+    assert!(
+        acquire(&store, &p, &key(["1", "/a"]), at(0))
+            .await
+            .allowed()
+    );
+    {
+        let conn = sql(&path);
+        conn.execute(
+            "INSERT INTO rate_events (user_id, endpoint, created_at)
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4999)
+             SELECT i, '/a', '2026-01-01T00:00:00.000000000Z' FROM n",
+            [],
+        )
+        .unwrap();
+        assert_eq!(rows(&conn, "rate_events"), 5_000);
+    }
+    let deleted = store
+        .prune(Algorithm::SlidingLog, Duration::from_secs(10), at(20))
+        .await
+        .unwrap();
+    assert_eq!(deleted, 5_000);
+    assert_eq!(rows(&sql(&path), "rate_events"), 0);
+    store.close().await;
+}
+
 #[tokio::test]
 async fn pruning_deletes_audit_rows_older_than_the_retention() {
     let (_dir, path) = temp_db();
