@@ -155,6 +155,26 @@ impl fmt::Debug for Key {
     }
 }
 
+/// Room for [`single_encoded_in`]: a part shorter than this has a
+/// one-byte length prefix.
+pub(crate) const SHORT_SINGLE: usize = 0x80;
+
+/// The [`Key::encoded`] bytes of `Key::single(part)`, written into `buf`
+/// without allocating, when `part` is shorter than [`SHORT_SINGLE`]
+/// (its length is then one varint byte); `None` otherwise.
+pub(crate) fn single_encoded_in<'a>(
+    part: &[u8],
+    buf: &'a mut [u8; SHORT_SINGLE],
+) -> Option<&'a [u8]> {
+    let len = part.len();
+    if len >= SHORT_SINGLE {
+        return None;
+    }
+    buf[0] = len as u8;
+    buf[1..=len].copy_from_slice(part);
+    Some(&buf[..=len])
+}
+
 fn push_varint(out: &mut Vec<u8>, mut n: usize) {
     while n >= 0x80 {
         out.push((n as u8 & 0x7f) | 0x80);
@@ -178,6 +198,16 @@ fn read_varint(bytes: &[u8]) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_single_part_encodes_on_the_stack_as_key_single_does() {
+        let mut buf = [0u8; SHORT_SINGLE];
+        for part in [&b""[..], b"alice", &[7u8; SHORT_SINGLE - 1]] {
+            let key = Key::single(part).unwrap();
+            assert_eq!(single_encoded_in(part, &mut buf), Some(key.encoded()));
+        }
+        assert_eq!(single_encoded_in(&[7u8; SHORT_SINGLE], &mut buf), None);
+    }
 
     #[test]
     fn parts_round_trip_through_the_encoding() {

@@ -12,7 +12,6 @@ use ratewarden_core::algorithm::sliding_window::{self, SlidingWindowState};
 use ratewarden_core::{
     Algorithm, Attempt, Batch, Decision, Mode, Quota, Settlement, StoreError, Timestamp,
 };
-use redis::{ErrorKind, ServerErrorKind};
 
 use crate::sliding_window as sw;
 use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, redis_error, sliding_log as sl};
@@ -128,15 +127,8 @@ pub(crate) async fn acquire(
             }
         })
         .collect();
-    // EVALSHA built by hand (one buffer, no copy per argument); NOSCRIPT
-    // handled below as `redis::Script` would.
-    let script = &store.scripts.batch;
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(items.len());
-    for block in &blocks {
-        cmd.arg(&block.name);
-    }
-    cmd.arg(items.len());
+    let mut invocation = store.scripts.batch.prepare_invoke();
+    invocation.arg(items.len());
     for (item, block) in items.iter().zip(&blocks) {
         let policy = item.policy;
         let flags = match (policy.mode, policy.counts_denied(), block.never) {
@@ -149,22 +141,17 @@ pub(crate) async fn acquire(
             (Mode::Shadow, false, true) => "sn",
             (Mode::Shadow, true, true) => "scn",
         };
-        cmd.arg(keys::script_code(policy.algorithm)).arg(flags);
+        invocation
+            .key(&block.name)
+            .arg(keys::script_code(policy.algorithm))
+            .arg(flags);
         for i in 0..args(policy.algorithm) {
-            cmd.arg(block.args.get(i).map_or("", String::as_str));
+            invocation.arg(block.args.get(i).map_or("", String::as_str));
         }
     }
-    let cmd = &cmd;
+    let invocation = &invocation;
     let reply: Vec<Option<String>> = store
-        .call(|mut con| async move {
-            match cmd.query_async(&mut con).await {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    script.load_async(&mut con).await.map_err(redis_error)?;
-                    cmd.query_async(&mut con).await.map_err(redis_error)
-                }
-                other => other.map_err(redis_error),
-            }
-        })
+        .call(|mut con| async move { invocation.invoke_async(&mut con).await.map_err(redis_error) })
         .await?;
     let expected: usize = items.iter().map(|i| reply_len(i.policy.algorithm)).sum();
     if reply.len() != expected {

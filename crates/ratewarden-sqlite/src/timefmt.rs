@@ -8,12 +8,11 @@
 
 use ratewarden_core::{Timestamp, utc};
 
-const NANOS_PER_SEC: u64 = 1_000_000_000;
+/// `t` with nine fractional digits (`2026-01-01T00:00:45.000000000Z`),
+/// whole seconds (`2026-01-01T00:00:45Z`), and the parser of both.
+pub(crate) use ratewarden_core::utc::{nanos, parse, seconds};
 
-/// `t` with nine fractional digits: `2026-01-01T00:00:45.000000000Z`.
-pub(crate) fn nanos(t: Timestamp) -> String {
-    utc::nanos(t)
-}
+const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// A window start: whole seconds as `2026-01-01T00:00:00Z` (seed A), else
 /// the fractional form.
@@ -23,16 +22,6 @@ pub(crate) fn window_start(t: Timestamp) -> String {
     } else {
         utc::nanos(t)
     }
-}
-
-/// `t` truncated to whole seconds: `2026-01-01T00:00:45Z`.
-pub(crate) fn seconds(t: Timestamp) -> String {
-    utc::seconds(t)
-}
-
-/// Parses text written by [`nanos`] (or [`seconds`]); `None` otherwise.
-pub(crate) fn parse(text: &str) -> Option<Timestamp> {
-    utc::parse(text)
 }
 
 #[cfg(test)]

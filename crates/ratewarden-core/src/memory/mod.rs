@@ -100,15 +100,9 @@ impl MemoryStore {
         part: &[u8],
         attempt: Attempt,
     ) -> Result<Decision, KeyError> {
-        // A length below 0x80 is one LEB128 byte, so the encoding is that
-        // byte and the part (`Key::encoded`); longer parts take the
-        // general path.
-        const SHORT: usize = 0x80;
-        if part.len() < SHORT {
-            let mut encoded = [0u8; SHORT];
-            encoded[0] = part.len() as u8;
-            encoded[1..=part.len()].copy_from_slice(part);
-            let ctx = self.ctx_encoded(policy, &encoded[..=part.len()]);
+        let mut buf = [0u8; crate::key::SHORT_SINGLE];
+        if let Some(encoded) = crate::key::single_encoded_in(part, &mut buf) {
+            let ctx = self.ctx_encoded(policy, encoded);
             return Ok(self.acquire_ctx(policy, &ctx, attempt));
         }
         let key = Key::single(part)?;
