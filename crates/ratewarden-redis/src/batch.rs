@@ -1,5 +1,5 @@
-//! A batch on Redis: one `EVALSHA` of `lua/batch.lua` over every item's
-//! key, so the decisions, the all-or-nothing rule and the writes are one
+//! A batch on Redis: one call of `lua/batch.lua` (`FCALL` of the function
+//! library, or `EVALSHA`: scripts.rs) over every item's key, so the decisions, the all-or-nothing rule and the writes are one
 //! atomic step and one round trip. Rust builds each item's arguments (the
 //! algorithm modules' `block`), and from the state the script saw runs
 //! the reference algorithm and `ratewarden_core::Settlement`; a script
@@ -18,7 +18,7 @@ use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, redis_error, slidi
 
 /// Arguments per item after the algorithm code and the flags (`ARGS` in
 /// `lua/batch.lua`).
-fn args(algorithm: Algorithm) -> usize {
+fn args_of(algorithm: Algorithm) -> usize {
     match algorithm {
         Algorithm::FixedWindow => 4,
         Algorithm::SlidingLog => 5,
@@ -127,8 +127,9 @@ pub(crate) async fn acquire(
             }
         })
         .collect();
-    let mut invocation = store.scripts.batch.prepare_invoke();
-    invocation.arg(items.len());
+    let mut names = Vec::with_capacity(items.len());
+    let count = items.len().to_string();
+    let mut args: Vec<&str> = vec![&count];
     for (item, block) in items.iter().zip(&blocks) {
         let policy = item.policy;
         let flags = match (policy.mode, policy.counts_denied(), block.never) {
@@ -141,17 +142,22 @@ pub(crate) async fn acquire(
             (Mode::Shadow, false, true) => "sn",
             (Mode::Shadow, true, true) => "scn",
         };
-        invocation
-            .key(&block.name)
-            .arg(keys::script_code(policy.algorithm))
-            .arg(flags);
-        for i in 0..args(policy.algorithm) {
-            invocation.arg(block.args.get(i).map_or("", String::as_str));
+        names.push(block.name.as_str());
+        args.push(keys::script_code(policy.algorithm));
+        args.push(flags);
+        for i in 0..args_of(policy.algorithm) {
+            args.push(block.args.get(i).map_or("", String::as_str));
         }
     }
-    let invocation = &invocation;
+    let (names, args) = (&names, &args);
     let reply: Vec<Option<String>> = store
-        .call(|mut con| async move { invocation.invoke_async(&mut con).await.map_err(redis_error) })
+        .call(|mut con| async move {
+            store
+                .scripts
+                .run_batch(&mut con, names, args)
+                .await
+                .map_err(redis_error)
+        })
         .await?;
     let expected: usize = items.iter().map(|i| reply_len(i.policy.algorithm)).sum();
     if reply.len() != expected {

@@ -44,9 +44,11 @@
 //! A decision must read, decide and write as one step. `WATCH`/`MULTI`
 //! needs retries under contention and two round trips; a read from Rust
 //! followed by a write could interleave with another instance. A script
-//! is one round trip and atomic. Scripts run by `EVALSHA`; after a Redis
-//! restart or `SCRIPT FLUSH` the `NOSCRIPT` reply makes the client load
-//! the script and retry once. The scripts keep only the state transition;
+//! is one round trip and atomic. The batch runs as `FCALL` of a function
+//! library on Redis ≥ 7.0 (its code is loaded once, not re-run per call),
+//! else as `EVALSHA` of the same code (scripts.rs says when); after a
+//! Redis restart, `SCRIPT FLUSH` or `FUNCTION FLUSH`, the store loads
+//! the code again and retries once. The scripts keep only the state transition;
 //! everything that depends on the request alone (the window index, the
 //! window's end, `c·T`, `B·T`, `L·W`, thresholds, TTLs) is computed in Rust.
 //!
@@ -281,6 +283,14 @@ impl RedisStore {
         &self.config
     }
 
+    /// Whether batches run as `FCALL` of the store's function library
+    /// (named `ratewarden_<12 hex digits of its SHA-1>`; Redis ≥ 7.0) rather
+    /// than `EVALSHA` of the same code: decided when the store connects,
+    /// `false` before. The answers are the same either way.
+    pub fn uses_functions(&self) -> bool {
+        self.scripts.uses_functions()
+    }
+
     /// The connection, made (and the scripts loaded) on first use.
     async fn connection(&self) -> Result<ConnectionManager, RedisError> {
         let manager = self
@@ -296,9 +306,7 @@ impl RedisStore {
                     .set_max_delay(Duration::from_millis(250));
                 let mut manager =
                     ConnectionManager::new_lazy_with_config(self.client.clone(), options)?;
-                for script in self.scripts.all() {
-                    script.load_async(&mut manager).await?;
-                }
+                self.scripts.load(&mut manager).await?;
                 Ok::<_, RedisError>(manager)
             })
             .await?;

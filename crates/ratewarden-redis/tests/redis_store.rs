@@ -1,4 +1,5 @@
-//! What only Redis has: key expiry, script caching and reconnection.
+//! What only Redis has: key expiry, script and function caching, and
+//! reconnection.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -7,7 +8,7 @@ mod common;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, fresh_prefix, store_on};
+use common::{RedisServer, WithoutFunctions, fresh_prefix, store_on};
 use ratewarden_core::{
     Acquire, Algorithm, Batch, Decision, Key, Policy, Quota, Store, StoreError, Timestamp,
 };
@@ -149,6 +150,73 @@ async fn decisions_survive_a_script_flush() {
         let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
         assert!(!d.allowed(), "{algorithm}: over the limit: {d:?}");
     }
+}
+
+/// `calls` of `cmdstat_<command>` in `INFO commandstats`, 0 when absent.
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server.command(&["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn batches_run_as_fcall_of_the_versioned_library_on_redis_7() {
+    let server = RedisServer::start();
+    let store = store_on(&server).await;
+    assert!(store.uses_functions());
+    let list = server.command(&["FUNCTION", "LIST"]);
+    assert!(list.contains("ratewarden_batch_"), "{list}");
+    let (fcalls, evalshas) = (calls(&server, "fcall"), calls(&server, "evalsha"));
+    for algorithm in Algorithm::ALL {
+        let p = policy(algorithm, 1, Duration::from_secs(60));
+        let key = Key::single("fcall").unwrap();
+        assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+        assert!(!acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+    }
+    assert_eq!(calls(&server, "fcall"), fcalls + 8);
+    assert_eq!(calls(&server, "evalsha"), evalshas, "no batch by EVALSHA");
+    // A second store (another instance) finds the library loaded already.
+    let other = store_on(&server).await;
+    assert!(other.uses_functions());
+}
+
+#[tokio::test]
+async fn decisions_survive_a_function_flush() {
+    let server = RedisServer::start();
+    let store = store_on(&server).await;
+    assert!(store.uses_functions());
+    for algorithm in Algorithm::ALL {
+        let p = policy(algorithm, 2, Duration::from_secs(60));
+        let key = Key::single("flushed").unwrap();
+        assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+        assert!(server.command(&["FUNCTION", "FLUSH"]).starts_with("+OK"));
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(d.allowed(), "{algorithm}: after FUNCTION FLUSH: {d:?}");
+        assert_eq!(d.remaining, 0, "{algorithm}: the count was kept");
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(!d.allowed(), "{algorithm}: over the limit: {d:?}");
+    }
+    assert!(store.uses_functions(), "still FCALL after reloading");
+}
+
+#[tokio::test]
+async fn without_functions_batches_run_by_evalsha_with_the_same_answers() {
+    let server = RedisServer::without_functions();
+    let store = store_on(&server).await;
+    assert!(!store.uses_functions());
+    for algorithm in Algorithm::ALL {
+        let p = policy(algorithm, 2, Duration::from_secs(60));
+        let key = Key::single("evalsha").unwrap();
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(d.allowed() && d.remaining == 1, "{algorithm}: {d:?}");
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(d.allowed() && d.remaining == 0, "{algorithm}: {d:?}");
+        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+        assert!(!d.allowed(), "{algorithm}: over the limit: {d:?}");
+    }
+    assert_eq!(calls(&server, "evalsha"), 12);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

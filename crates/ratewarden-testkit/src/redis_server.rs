@@ -16,6 +16,8 @@ pub const INSTALL: &str = "apt-get install -y redis-server";
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    /// More `redis-server` arguments, e.g. `--rename-command FCALL ""`.
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -33,7 +35,21 @@ impl RedisServer {
     /// # Panics
     /// As [`RedisServer::start`].
     pub fn start_on(port: u16) -> RedisServer {
-        let mut server = RedisServer { child: None, port };
+        RedisServer::start_with(port, &[])
+    }
+
+    /// Starts a server on `port` with more `redis-server` arguments, e.g.
+    /// `["--rename-command", "FUNCTION", ""]` for a server without Redis 7's
+    /// functions.
+    ///
+    /// # Panics
+    /// As [`RedisServer::start`].
+    pub fn start_with(port: u16, extra: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            child: None,
+            port,
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+        };
         server.restart();
         server
     }
@@ -72,6 +88,7 @@ impl RedisServer {
                 "--daemonize",
                 "no",
             ])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

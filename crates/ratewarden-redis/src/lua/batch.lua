@@ -5,8 +5,13 @@
 -- attempts when it is denied. Items are distinct counters (Rust merges
 -- repeated ones), so no item sees another's write.
 --
--- KEYS[i]  item i's key (fixed window: the counter of the current window)
--- ARGV[1]  the number of items n
+-- One body, two forms (scripts.rs): a script run by EVALSHA, which ends
+-- with `return batch(KEYS, ARGV)`, and a Redis 7 function library, which
+-- registers `batch` once, so that a call does not re-create every local
+-- function of decimal.lua and this file (a third of the script's time).
+--
+-- keys[i]  item i's key (fixed window: the counter of the current window)
+-- argv[1]  the number of items n
 -- Then per item, in turn, 2 + ARGS[algorithm] arguments:
 --   algorithm  'fw' | 'sl' | 'sw' | 'gc'
 --   flags      'e' enforcing or 's' shadow; then 'c' when a denial is
@@ -16,56 +21,56 @@
 -- Returns 1 + SEEN[algorithm] values per item: allowed ('1' or '0'), then
 -- the state it saw. ARGS and SEEN are mirrored in batch.rs.
 --
--- Each algorithm reads its arguments from ARGV[b + 1] on (no table per
+-- Each algorithm reads its arguments from argv[b + 1] on (no table per
 -- item) and compares and adds them with decimal.lua's fast path (dcmp,
 -- dadd: plain doubles where exact); the counters themselves are added by
 -- Redis's own 64-bit INCRBY. A key the item creates gets its TTL with the
 -- write (SET … PX, or PEXPIRE after ZADD); an existing one reads PTTL first
 -- and only ever extends it.
 
-local function fixed_window(key, never, counted, b)
+local function fixed_window(argv, key, never, counted, b)
   -- b+1 cost c, b+2 L − c (allowed iff count <= L − c), b+3 i64::MAX − c,
   -- b+4 TTL in ms (the window's end). Sees: the count before.
   local before = redis.call('GET', key)
   local seen = { before }
   if never then return false, nil, seen end
-  local allowed = not before or dcmp(before, ARGV[b + 2]) <= 0
+  local allowed = not before or dcmp(before, argv[b + 2]) <= 0
   local write = nil
   if allowed or counted then
     write = function()
       if not before then
         -- A new counter: nothing to add to, no TTL to keep.
-        redis.call('SET', key, ARGV[b + 1], 'PX', ARGV[b + 4])
-      elseif dcmp(before, ARGV[b + 3]) > 0 then
-        redis.call('SET', key, '9223372036854775807', 'PX', ttl_at_least(key, ARGV[b + 4]))
+        redis.call('SET', key, argv[b + 1], 'PX', argv[b + 4])
+      elseif dcmp(before, argv[b + 3]) > 0 then
+        redis.call('SET', key, '9223372036854775807', 'PX', ttl_at_least(key, argv[b + 4]))
       else
         -- before + c <= i64::MAX: exact in Redis's 64-bit integers.
-        redis.call('INCRBY', key, ARGV[b + 1])
-        expire_at_least(key, ARGV[b + 4])
+        redis.call('INCRBY', key, argv[b + 1])
+        expire_at_least(key, argv[b + 4])
       end
     end
   end
   return allowed, write, seen
 end
 
-local function sliding_log(key, never, counted, b)
+local function sliding_log(argv, key, never, counted, b)
   -- b+1 '(' .. first live instant (20 digits), or '' when every event is
   -- live; b+2 L − c; b+3 c; b+4 member prefix '<now>:<request id>:'; b+5
   -- TTL in ms (W). Members are '<20-digit ns>:<request id>:<i>', all
   -- scored 0, so lexicographic order is time order. Sees: n, the newest
   -- live member, and on a denial the j-th oldest (j = n − (L − c)).
-  if ARGV[b + 1] ~= '' then
+  if argv[b + 1] ~= '' then
     -- Dead events change no decision: dropping them is safe in any batch.
-    redis.call('ZREMRANGEBYLEX', key, '-', ARGV[b + 1])
+    redis.call('ZREMRANGEBYLEX', key, '-', argv[b + 1])
   end
   local n = redis.call('ZCARD', key)
   local ns = string.format('%d', n)
   local newest = false
   if n > 0 then newest = redis.call('ZRANGE', key, -1, -1)[1] end
   if never then return false, nil, { ns, newest, false } end
-  if dcmp(ns, ARGV[b + 2]) <= 0 then
+  if dcmp(ns, argv[b + 2]) <= 0 then
     local write = function()
-      local c, prefix = tonumber(ARGV[b + 3]), ARGV[b + 4]
+      local c, prefix = tonumber(argv[b + 3]), argv[b + 4]
       local args = {}
       for i = 1, c do
         args[#args + 1] = '0'
@@ -78,15 +83,15 @@ local function sliding_log(key, never, counted, b)
       if #args > 0 then redis.call('ZADD', key, unpack(args)) end
       if n == 0 then
         -- An empty sorted set does not exist: the key is new, no TTL to keep.
-        redis.call('PEXPIRE', key, ARGV[b + 5])
+        redis.call('PEXPIRE', key, argv[b + 5])
       else
-        expire_at_least(key, ARGV[b + 5])
+        expire_at_least(key, argv[b + 5])
       end
     end
     return true, write, { ns, newest, false }
   end
   -- Denied: n > L − c, so L − c < n < 2^53 and j = n − (L − c) <= n.
-  local j = n - tonumber(ARGV[b + 2])
+  local j = n - tonumber(argv[b + 2])
   local jth = redis.call('ZRANGE', key, j - 1, j - 1)[1]
   return false, nil, { ns, newest, jth }
 end
@@ -101,7 +106,7 @@ local function products_at_most(x, y, u, v, z)
   return cmp(add(mul(big(x), big(y)), mul(big(u), big(v))), big(z)) <= 0
 end
 
-local function sliding_window(key, never, counted, b)
+local function sliding_window(argv, key, never, counted, b)
   -- b+1 k, b+2 k − 1 or '' when k = 0, b+3 c, b+4 W − elapsed, b+5 W,
   -- b+6 L·W, b+7 TTL in ms (until (k+2)·W, when curr stops weighing).
   -- Allowed iff prev·(W − elapsed) + (curr + c)·W <= L·W. Sees: the
@@ -109,26 +114,26 @@ local function sliding_window(key, never, counted, b)
   local s = redis.call('HMGET', key, 'k', 'curr', 'prev')
   local seen = { s[1] or false, s[2] or false, s[3] or false }
   if never then return false, nil, seen end
-  local k = ARGV[b + 1]
+  local k = argv[b + 1]
   local prev, curr = '0', '0'
   if s[1] and s[1] == k then
     prev = s[3] or '0'
     curr = s[2] or '0'
-  elseif s[1] and ARGV[b + 2] ~= '' and s[1] == ARGV[b + 2] then
+  elseif s[1] and argv[b + 2] ~= '' and s[1] == argv[b + 2] then
     prev = s[2] or '0'
   end
-  local next_curr = dadd(curr, ARGV[b + 3])
-  if products_at_most(prev, ARGV[b + 4], next_curr, ARGV[b + 5], ARGV[b + 6]) then
+  local next_curr = dadd(curr, argv[b + 3])
+  if products_at_most(prev, argv[b + 4], next_curr, argv[b + 5], argv[b + 6]) then
     local write = function()
       redis.call('HSET', key, 'k', k, 'curr', next_curr, 'prev', prev)
-      expire_at_least(key, ARGV[b + 7])
+      expire_at_least(key, argv[b + 7])
     end
     return true, write, seen
   end
   return false, nil, seen
 end
 
-local function gcra(key, never, counted, b)
+local function gcra(argv, key, never, counted, b)
   -- b+1 now (ns), b+2 now + B·T − c·T, b+3 c·T, b+4 i64::MAX, b+5 TTL
   -- slack in ms, b+6 B·T − c·T. tat0 = max(tat, now); allowed iff tat0 <=
   -- now + B·T − c·T; then tat = min(tat0 + c·T, i64::MAX), kept until
@@ -136,7 +141,7 @@ local function gcra(key, never, counted, b)
   local tat = redis.call('GET', key)
   local seen = { tat }
   if never then return false, nil, seen end
-  local now, ct, room = ARGV[b + 1], ARGV[b + 3], ARGV[b + 6]
+  local now, ct, room = argv[b + 1], argv[b + 3], argv[b + 6]
   local nh, nl = halves(now)
   if #room <= 15 and #ct <= 15 and nh <= 9219 then
     -- Fast path: spans from now in doubles. d = tat0 − now; every span
@@ -161,7 +166,7 @@ local function gcra(key, never, counted, b)
       -- lies at least 10^-6 from an integer, far more than its rounding.
       local ms = math.ceil(span / 1000000)
       if ms < 1 then ms = 1 end
-      local ttl = dadd(string.format('%d', ms), ARGV[b + 5])
+      local ttl = dadd(string.format('%d', ms), argv[b + 5])
       if tat then ttl = ttl_at_least(key, ttl) end
       redis.call('SET', key, unhalves(hi, lo), 'PX', ttl)
     end
@@ -169,14 +174,14 @@ local function gcra(key, never, counted, b)
   end
   local tat0 = now
   if tat and dcmp(tat, now) > 0 then tat0 = tat end
-  if dcmp(tat0, ARGV[b + 2]) > 0 then return false, nil, seen end
+  if dcmp(tat0, argv[b + 2]) > 0 then return false, nil, seen end
   local write = function()
     local new = dadd(tat0, ct)
-    if dcmp(new, ARGV[b + 4]) > 0 then new = ARGV[b + 4] end
+    if dcmp(new, argv[b + 4]) > 0 then new = argv[b + 4] end
     -- new <= i64::MAX, so new − now < 2^63, as ms_between needs.
     local ms = 1
     if dcmp(new, now) > 0 then ms = ms_between(new, now) end
-    local ttl = dadd(string.format('%d', ms), ARGV[b + 5])
+    local ttl = dadd(string.format('%d', ms), argv[b + 5])
     if tat then ttl = ttl_at_least(key, ttl) end
     redis.call('SET', key, new, 'PX', ttl)
   end
@@ -187,31 +192,34 @@ local decide = { fw = fixed_window, sl = sliding_log, sw = sliding_window, gc = 
 local ARGS = { fw = 4, sl = 5, sw = 7, gc = 6 }
 local SEEN = { fw = 1, sl = 3, sw = 3, gc = 1 }
 
-local n = tonumber(ARGV[1])
-local codes, writes, counted, seen, allowed = {}, {}, {}, {}, {}
-local denied = false
-local base = 2
-for i = 1, n do
-  local code, flags = ARGV[base], ARGV[base + 1]
-  local never, counts = false, false
-  if flags ~= 'e' then
-    never = string.find(flags, 'n', 1, true) ~= nil
-    counts = string.find(flags, 'c', 1, true) ~= nil
+-- The batch: keys and argv as described at the top.
+local function batch(keys, argv)
+  local n = tonumber(argv[1])
+  local codes, writes, counted, seen, allowed = {}, {}, {}, {}, {}
+  local denied = false
+  local base = 2
+  for i = 1, n do
+    local code, flags = argv[base], argv[base + 1]
+    local never, counts = false, false
+    if flags ~= 'e' then
+      never = string.find(flags, 'n', 1, true) ~= nil
+      counts = string.find(flags, 'c', 1, true) ~= nil
+    end
+    local ok, write, state = decide[code](argv, keys[i], never, counts, base + 1)
+    if not ok and string.byte(flags, 1) == 101 then denied = true end -- 'e'
+    codes[i] = code
+    allowed[i] = ok
+    writes[i] = write
+    counted[i] = counts
+    seen[i] = state
+    base = base + 2 + ARGS[code]
   end
-  local ok, write, state = decide[code](KEYS[i], never, counts, base + 1)
-  if not ok and string.byte(flags, 1) == 101 then denied = true end -- 'e'
-  codes[i] = code
-  allowed[i] = ok
-  writes[i] = write
-  counted[i] = counts
-  seen[i] = state
-  base = base + 2 + ARGS[code]
+  local reply = {}
+  for i = 1, n do
+    if writes[i] and (not denied or counted[i]) then writes[i]() end
+    if allowed[i] then reply[#reply + 1] = '1' else reply[#reply + 1] = '0' end
+    local state = seen[i]
+    for j = 1, SEEN[codes[i]] do reply[#reply + 1] = state[j] or false end
+  end
+  return reply
 end
-local reply = {}
-for i = 1, n do
-  if writes[i] and (not denied or counted[i]) then writes[i]() end
-  if allowed[i] then reply[#reply + 1] = '1' else reply[#reply + 1] = '0' end
-  local state = seen[i]
-  for j = 1, SEEN[codes[i]] do reply[#reply + 1] = state[j] or false end
-end
-return reply

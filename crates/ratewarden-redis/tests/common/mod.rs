@@ -27,3 +27,26 @@ pub async fn store_on(server: &RedisServer) -> RedisStore {
         .await
         .expect("connect to the test redis-server")
 }
+
+/// A server without Redis 7's functions, as before 7.0 or where an
+/// operator renamed the commands away.
+pub trait WithoutFunctions {
+    /// Starts one on a free port.
+    fn without_functions() -> RedisServer;
+}
+
+impl WithoutFunctions for RedisServer {
+    fn without_functions() -> RedisServer {
+        RedisServer::start_with(
+            ratewarden_testkit::redis_server::free_port(),
+            &[
+                "--rename-command",
+                "FUNCTION",
+                "",
+                "--rename-command",
+                "FCALL",
+                "",
+            ],
+        )
+    }
+}
