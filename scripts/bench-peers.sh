@@ -13,6 +13,8 @@
 #   rw_mem_check      the same server, POST /rate/check (X-User-Id: N)
 #   rw_mem_v1         the same server, POST /v1/check, one GCRA policy
 #   rw_sqlite_ping    ratewarden on SQLite (--db, the default store), GET /ping
+#   rw_sqlite_ping1   the same server, GET /ping, always the same key (the
+#                     aim: 10,000 keys at least 0.8x one key)
 #   rw_sqlite_check   the same server, POST /rate/check
 #   rw_redis_ping     ratewarden --store redis://…, GET /ping
 #   rw_redis_check    the same server, POST /rate/check
@@ -44,7 +46,9 @@
 #   CL.THROTTLE   redis-cell's native GCRA (built from crates.io into $PEERS)
 #   incr_pexpire  EVALSHA of a plain INCRBY + PEXPIRE Lua script
 #   rw_batch_gcra EVALSHA of the store's own script (decimal.lua + batch.lua)
-#                 with one GCRA item, as the store sends it
+#                 with one GCRA item, as the store sends it before Redis 7
+#   rw_fcall_gcra FCALL of the same code as a function library, as the
+#                 store sends it on Redis 7 (crates/ratewarden-redis/src/scripts.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${RATEWARDEN_PEERS_DIR:-$HOME/.cache/ratewarden-peers}
@@ -102,13 +106,17 @@ if [ "$mode" = redis-anchor ]; then
   cargo bench -q -p ratewarden-bench --bench redis_throughput --no-run 2>/dev/null
   plain=$(redis-cli -p "$redis_port" SCRIPT LOAD \
     "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return v")
-  batch=$(redis-cli -p "$redis_port" SCRIPT LOAD "$(cat crates/ratewarden-redis/src/lua/decimal.lua; echo
-    cat crates/ratewarden-redis/src/lua/batch.lua)")
+  code=$(cat crates/ratewarden-redis/src/lua/decimal.lua; echo; cat crates/ratewarden-redis/src/lua/batch.lua)
+  batch=$(redis-cli -p "$redis_port" SCRIPT LOAD "$code
+return batch(KEYS, ARGV)")
+  redis-cli -p "$redis_port" FUNCTION LOAD "#!lua name=bench_batch
+$code
+redis.register_function('bench_batch', function(keys, argv) return batch(keys, argv) end)" >/dev/null
   now=$(date +%s%N)
   rb() { redis-benchmark -p "$redis_port" -c 64 -n 192000 -r 10000 -q "$@" |
     tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1; }
   declare -A res
-  anchors=(incr_pexpire rw_batch_gcra rw_store_bench)
+  anchors=(incr_pexpire rw_batch_gcra rw_fcall_gcra rw_store_bench)
   [ ! -f "$cell_so" ] || anchors=(cl_throttle "${anchors[@]}")
   for round in $(seq 1 "$rounds"); do
     wait_for_compilers
@@ -121,6 +129,8 @@ if [ "$mode" = redis-anchor ]; then
         # 10^12 ns of allowance (B·T − c·T), 1 ns a call (c·T), i64::MAX,
         # 1 s TTL slack, the allowance 10^12 again.
         rw_batch_gcra) r=$(rb EVALSHA "$batch" 1 "rw:gcra:bench:{__rand_int__}" 1 gc e "$now" \
+          "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
+        rw_fcall_gcra) r=$(rb FCALL bench_batch 1 "rw:gcra:fbench:{__rand_int__}" 1 gc e "$now" \
           "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
         rw_store_bench) r=$(RW_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
           cargo bench -q -p ratewarden-bench --bench redis_throughput 2>/dev/null |
@@ -163,6 +173,7 @@ scenario_route() {
   case $1 in
     bare) echo bare ping /ping ;;
     rw_*_ping) echo "${1%_ping} ping /ping" ;;
+    rw_*_ping1) echo "${1%_ping1} ping1 /ping" ;;
     rw_*_check) echo "${1%_check} check /rate/check" ;;
     rw_mem_v1) echo rw_mem v1 /v1/check ;;
     throttlecrab) echo throttlecrab throttle /throttle ;;
@@ -171,7 +182,7 @@ scenario_route() {
   esac
 }
 scenarios=("${@:5}")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(bare rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_check
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(bare rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_ping1 rw_sqlite_check
   rw_redis_ping rw_redis_check throttlecrab limitador_mem limitador_redis)
 for s in "${scenarios[@]}"; do scenario_route "$s" >/dev/null; done
 if [[ " ${scenarios[*]} " == *" limitador_"* ]] && [ ! -x "$limitador" ]; then
@@ -193,6 +204,7 @@ function init(args)
   local post = function(path, body) return wrk.format("POST", path, json, body) end
   make = ({
     ping = function(k) return wrk.format("GET", "/ping", { ["X-Client-Key"] = "client-" .. k }) end,
+    ping1 = function(k) return wrk.format("GET", "/ping", { ["X-Client-Key"] = "client-one" }) end,
     check = function(k)
       return wrk.format("POST", "/rate/check", { ["X-User-Id"] = tostring(k),
         ["Content-Type"] = "application/json" }, '{"endpoint":"/orders"}')
@@ -307,7 +319,7 @@ for s in "${scenarios[@]}"; do
 done
 echo
 for pair in rw_mem_ping/bare rw_mem_ping/throttlecrab rw_mem_v1/throttlecrab rw_mem_ping/limitador_mem \
-  rw_sqlite_ping/limitador_mem rw_sqlite_check/limitador_mem rw_sqlite_ping/rw_mem_ping \
+  rw_sqlite_ping/limitador_mem rw_sqlite_check/limitador_mem rw_sqlite_ping/rw_mem_ping rw_sqlite_ping/rw_sqlite_ping1 \
   rw_redis_ping/limitador_redis rw_redis_check/limitador_redis; do
   a=${pair%/*} b=${pair#*/}
   ok "$a" && ok "$b" || continue

@@ -14,8 +14,9 @@ use ratewarden_core::{Outcome as CoreOutcome, Policy};
 use ratewarden_limiter::{Basis, Outcome};
 use serde::Serialize;
 
+use super::allowed_json;
 use super::problem::ApiError;
-use ratewarden_tower::render::{insert_outcome_headers, outcome_headers};
+use ratewarden_tower::render::outcome_headers;
 
 /// A seed route's answer to its one check: 200 with `body`, or 429 problem
 /// details (`…rate-limit-exceeded`) with `Retry-After`; both with the
@@ -23,20 +24,16 @@ use ratewarden_tower::render::{insert_outcome_headers, outcome_headers};
 /// (fail open).
 fn limited(outcome: &Outcome, body: impl Serialize, denied: impl FnOnce() -> String) -> Response {
     let Some(result) = outcome.results.first() else {
-        return axum::Json(body).into_response();
+        return allowed_json(&body, None);
     };
     if result.basis == Basis::FailedOpen {
         // Unchecked: no quota to advertise.
-        return axum::Json(body).into_response();
+        return allowed_json(&body, None);
     }
     let policy = &result.policy.policy;
     let decision = &result.decision;
     let retry_after = match decision.outcome {
-        CoreOutcome::Allowed => {
-            let mut response = axum::Json(body).into_response();
-            insert_outcome_headers(response.headers_mut(), outcome);
-            return response;
-        }
+        CoreOutcome::Allowed => return allowed_json(&body, Some(outcome)),
         CoreOutcome::Denied { retry_after } => retry_after,
         // A cost above the limit (limit 0, a kill switch): waiting does not
         // help; tell the client to come back after a window.

@@ -13,12 +13,11 @@ use utoipa::ToSchema;
 
 use super::schema::{KeyParts, PolicyName};
 use super::{CheckAnswer, MAX_CHECKS, key_from_parts};
+use crate::http::allowed_json;
 use crate::http::extract::JsonObject;
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
-use ratewarden_tower::render::{
-    denial_detail, insert_outcome_headers, outcome_headers, violated_policies,
-};
+use ratewarden_tower::render::{denial_detail, outcome_headers, violated_policies};
 
 /// One check.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -129,18 +128,15 @@ pub async fn handle(
 fn render(outcome: &Outcome, batch: bool) -> Response {
     let answers: Vec<CheckAnswer> = outcome.results.iter().map(CheckAnswer::new).collect();
     if outcome.allowed {
-        let body = if batch {
-            serde_json::to_value(BatchAnswer {
+        return if batch {
+            let body = BatchAnswer {
                 allowed: true,
                 results: answers,
-            })
+            };
+            allowed_json(&body, Some(outcome))
         } else {
-            serde_json::to_value(&answers[0])
+            allowed_json(&answers[0], Some(outcome))
         };
-        let body = body.unwrap_or(Value::Null);
-        let mut response = axum::Json(body).into_response();
-        insert_outcome_headers(response.headers_mut(), outcome);
-        return response;
     }
     let detail = denial_detail(outcome);
     let mut members = Map::new();
