@@ -23,29 +23,47 @@ pub struct FieldItem<'a> {
 /// `("\"a\";q=10;w=60, …", "\"a\";r=4;t=12, …")`: the `RateLimit-Policy`
 /// and `RateLimit` values of `items`, in order; `None` when there is none.
 pub fn field_values<'a>(
-    items: impl IntoIterator<Item = FieldItem<'a>>,
+    items: impl IntoIterator<Item = FieldItem<'a>, IntoIter: Clone>,
 ) -> Option<(String, String)> {
+    let items = items.into_iter();
     let mut policies = String::with_capacity(48);
     let mut limits = String::with_capacity(48);
-    for item in items {
-        if !policies.is_empty() {
-            policies.push_str(", ");
-            limits.push_str(", ");
-        }
-        push_sf_string(&mut policies, item.name);
-        push_sf_string(&mut limits, item.name);
-        // itoa, not `write!`: these are built for every answer.
-        let mut n = itoa::Buffer::new();
-        policies.push_str(";q=");
-        policies.push_str(n.format(item.quota));
-        policies.push_str(";w=");
-        policies.push_str(n.format(item.window_secs.max(1)));
-        limits.push_str(";r=");
-        limits.push_str(n.format(item.remaining));
-        limits.push_str(";t=");
-        limits.push_str(n.format(item.reset_secs));
-    }
+    push_policy_field(&mut policies, items.clone());
+    push_limit_field(&mut limits, items);
     (!policies.is_empty()).then_some((policies, limits))
+}
+
+/// Appends the `RateLimit-Policy` value of `items` to `out`:
+/// `"<name>";q=<quota>;w=<window secs, at least 1>`, comma-separated.
+pub fn push_policy_field<'a>(out: &mut String, items: impl IntoIterator<Item = FieldItem<'a>>) {
+    // itoa, not `write!`: these are built for every answer.
+    let mut n = itoa::Buffer::new();
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_sf_string(out, item.name);
+        out.push_str(";q=");
+        out.push_str(n.format(item.quota));
+        out.push_str(";w=");
+        out.push_str(n.format(item.window_secs.max(1)));
+    }
+}
+
+/// Appends the `RateLimit` value of `items` to `out`:
+/// `"<name>";r=<remaining>;t=<secs until reset>`, comma-separated.
+pub fn push_limit_field<'a>(out: &mut String, items: impl IntoIterator<Item = FieldItem<'a>>) {
+    let mut n = itoa::Buffer::new();
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_sf_string(out, item.name);
+        out.push_str(";r=");
+        out.push_str(n.format(item.remaining));
+        out.push_str(";t=");
+        out.push_str(n.format(item.reset_secs));
+    }
 }
 
 /// Appends `name` as a structured-field string (RFC 8941).

@@ -159,7 +159,7 @@ impl Outcome {
     /// The results a client is told about: those the store counted, of
     /// enforcing policies (a shadow policy is a dry run, and a request let
     /// through unchecked has no quota to show).
-    pub fn advertised(&self) -> impl Iterator<Item = &CheckResult> {
+    pub fn advertised(&self) -> impl Iterator<Item = &CheckResult> + Clone {
         self.results
             .iter()
             .filter(|r| r.basis == Basis::Counted && r.policy.policy.mode == Mode::Enforce)

@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use ratewarden_core::{Decision, Policy, ceil_millis, ceil_secs};
-use ratewarden_limiter::fields::{FieldItem, field_values};
+use ratewarden_limiter::fields::{FieldItem, push_limit_field, push_policy_field};
 use ratewarden_limiter::{Basis, CheckResult, Outcome};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -46,7 +46,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// `headers` (replacing earlier values). Nothing when there is no item.
 pub fn insert_rate_limit_headers<'a>(
     headers: &mut HeaderMap,
-    items: impl IntoIterator<Item = (&'a Policy, &'a Decision)>,
+    items: impl IntoIterator<Item = (&'a Policy, &'a Decision), IntoIter: Clone>,
     most_restrictive: Option<&Decision>,
 ) {
     let items = items.into_iter().map(|(policy, decision)| FieldItem {
@@ -56,24 +56,25 @@ pub fn insert_rate_limit_headers<'a>(
         remaining: decision.remaining,
         reset_secs: ceil_secs(decision.reset_after),
     });
-    let Some((policies, limits)) = field_values(items) else {
-        return;
-    };
-    // One buffer for every value, each header a slice of it: two
-    // allocations for the five headers instead of one or two each.
-    let mut buf = BytesMut::with_capacity(policies.len() + limits.len() + 3 * 20);
-    buf.extend_from_slice(policies.as_bytes());
+    // One buffer for every value, each header a slice of it: one
+    // allocation for the five headers.
+    let mut buf = String::with_capacity(160);
+    push_policy_field(&mut buf, items.clone());
     let policies_end = buf.len();
-    buf.extend_from_slice(limits.as_bytes());
+    if policies_end == 0 {
+        return;
+    }
+    push_limit_field(&mut buf, items);
     let mut ends = [buf.len(); 4];
     if let Some(d) = most_restrictive {
         let numbers = [d.limit, d.remaining, ceil_secs(d.reset_after)];
-        for (end, n) in ends[1..].iter_mut().zip(numbers) {
-            push_u64(&mut buf, n);
+        let mut n = itoa::Buffer::new();
+        for (end, number) in ends[1..].iter_mut().zip(numbers) {
+            buf.push_str(n.format(number));
             *end = buf.len();
         }
     }
-    let buf = buf.freeze();
+    let buf = Bytes::from(buf);
     let value = |from: usize, to: usize| {
         HeaderValue::from_maybe_shared(buf.slice(from..to))
             .unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -85,22 +86,6 @@ pub fn insert_rate_limit_headers<'a>(
         headers.insert(X_RATELIMIT_REMAINING, value(ends[1], ends[2]));
         headers.insert(X_RATELIMIT_RESET, value(ends[2], ends[3]));
     }
-}
-
-/// Appends `n` in decimal.
-fn push_u64(buf: &mut BytesMut, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // A digit: below 10.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[at..]);
 }
 
 /// Sets the headers of an [`Outcome`] in `headers`: an item per advertised
