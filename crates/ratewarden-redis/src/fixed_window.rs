@@ -10,7 +10,7 @@ use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
 use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
-use crate::numbers::{parse_u64, ttl_ms};
+use crate::numbers::{decimal, parse_u64, ttl_ms};
 use crate::{RedisStore, get, keys};
 
 /// The batch script's arguments for one fixed-window item.
@@ -27,9 +27,9 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
     Block::new(
         name,
         [
-            cost.to_string(),
-            (quota.limit() - cost).to_string(),
-            (MAX_COUNT - cost).to_string(),
+            decimal(cost),
+            decimal(quota.limit() - cost),
+            decimal(MAX_COUNT - cost),
             ttl_ms(u128::from(until_end), store.config.ttl_slack()),
         ],
     )

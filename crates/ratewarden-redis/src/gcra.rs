@@ -12,7 +12,7 @@ use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
 use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
-use crate::numbers::{parse_u64, slack_ms};
+use crate::numbers::{decimal, parse_u64, slack_ms};
 use crate::{RedisStore, get, keys};
 
 /// The batch script's arguments for one GCRA item.
@@ -33,12 +33,12 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
     Block::new(
         name,
         [
-            t.to_string(),
-            latest_tat0.to_string(),
-            cost_time.to_string(),
-            MAX_TAT.to_string(),
-            slack_ms(store.config.ttl_slack()).to_string(),
-            (capacity - cost_time).to_string(),
+            decimal(t),
+            decimal(latest_tat0),
+            decimal(cost_time),
+            decimal(MAX_TAT),
+            decimal(slack_ms(store.config.ttl_slack())),
+            decimal(capacity - cost_time),
         ],
     )
 }

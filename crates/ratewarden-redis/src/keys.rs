@@ -12,9 +12,18 @@
 //! prefix of the encoding is a prefix of the hex, a reset finds every key
 //! under a prefix with one `SCAN MATCH` pattern.
 
-use std::fmt::Write;
-
 use ratewarden_core::{Algorithm, Key, Policy};
+
+/// Hex digits, lower case for the key's bytes, upper case for the policy
+/// name's percent-encoding (a table, not `write!`: names are built for
+/// every decision).
+const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+fn push_hex(name: &mut String, b: u8, digits: &[u8; 16]) {
+    name.push(char::from(digits[usize::from(b >> 4)]));
+    name.push(char::from(digits[usize::from(b & 0x0f)]));
+}
 
 /// `<prefix>rw:<algorithm>:<policy>:{` + hex of `bytes`.
 fn open(prefix: &str, policy: &Policy, bytes: &[u8]) -> String {
@@ -24,16 +33,16 @@ fn open(prefix: &str, policy: &Policy, bytes: &[u8]) -> String {
     name.push_str(policy.algorithm.as_str());
     name.push(':');
     for b in policy.name.bytes() {
-        // Writing to a String cannot fail.
         if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-') {
             name.push(char::from(b));
         } else {
-            let _ = write!(name, "%{b:02X}");
+            name.push('%');
+            push_hex(&mut name, b, HEX_UPPER);
         }
     }
     name.push_str(":{");
-    for b in bytes {
-        let _ = write!(name, "{b:02x}");
+    for &b in bytes {
+        push_hex(&mut name, b, HEX_LOWER);
     }
     name
 }
@@ -48,7 +57,8 @@ pub(crate) fn state(prefix: &str, policy: &Policy, key: &Key) -> String {
 /// The fixed-window counter of `key` in window `k`.
 pub(crate) fn fixed_window(prefix: &str, policy: &Policy, key: &Key, k: u64) -> String {
     let mut name = state(prefix, policy, key);
-    let _ = write!(name, ":{k}");
+    name.push(':');
+    name.push_str(itoa::Buffer::new().format(k));
     name
 }
 

@@ -15,7 +15,12 @@ pub(crate) fn pad20(nanos: u64) -> String {
 /// rounded up, at least 1 ms, plus `slack`.
 pub(crate) fn ttl_ms(needed_nanos: u128, slack: Duration) -> String {
     let ms = needed_nanos.div_ceil(1_000_000).max(1);
-    (ms + slack_ms(slack)).to_string()
+    decimal(ms + slack_ms(slack))
+}
+
+/// `n` in decimal (itoa: these are built for every decision).
+pub(crate) fn decimal(n: impl itoa::Integer) -> String {
+    itoa::Buffer::new().format(n).to_owned()
 }
 
 /// `slack` in whole milliseconds, rounded up.

@@ -14,7 +14,7 @@ use ratewarden_core::{Attempt, Decision, Key, Policy, Quota, StoreError, Timesta
 use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
-use crate::numbers::{pad20, parse_u64, ttl_ms};
+use crate::numbers::{decimal, pad20, parse_u64, ttl_ms};
 use crate::{RedisStore, keys, redis_error};
 
 /// The batch script's arguments for one sliding-log item.
@@ -39,8 +39,8 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
         name,
         [
             dead_before,
-            (quota.limit() - cost).to_string(),
-            cost.to_string(),
+            decimal(quota.limit() - cost),
+            decimal(cost),
             member_prefix,
             ttl_ms(u128::from(quota.window_nanos()), store.config.ttl_slack()),
         ],

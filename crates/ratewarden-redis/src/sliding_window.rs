@@ -10,7 +10,7 @@ use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
 use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
-use crate::numbers::{parse_u64, ttl_ms};
+use crate::numbers::{decimal, parse_u64, ttl_ms};
 use crate::{RedisStore, keys, redis_error};
 
 pub(crate) type Stored = (Option<String>, Option<String>, Option<String>);
@@ -31,12 +31,12 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
     Block::new(
         name,
         [
-            k.to_string(),
-            k.checked_sub(1).map(|p| p.to_string()).unwrap_or_default(),
-            cost.to_string(),
-            (w - elapsed).to_string(),
-            w.to_string(),
-            (u128::from(quota.limit()) * u128::from(w)).to_string(),
+            decimal(k),
+            k.checked_sub(1).map(decimal).unwrap_or_default(),
+            decimal(cost),
+            decimal(w - elapsed),
+            decimal(w),
+            decimal(u128::from(quota.limit()) * u128::from(w)),
             ttl_ms(until_unneeded, store.config.ttl_slack()),
         ],
     )
