@@ -69,11 +69,14 @@ wait_port() { # wait_port PORT NAME PID
   fail "$2 does not listen on port $1"
 }
 median() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# pgrep refuses a pattern over 15 characters (a process name's length):
+# one name per call.
+compiling() { pgrep -x rustc >/dev/null || pgrep -x cc1 >/dev/null || pgrep -x cc1plus >/dev/null; }
 wait_for_compilers() { # up to WAIT_FOR_RUSTC seconds (default 600), then the round runs anyway
   local i
-  for i in $(seq $((${WAIT_FOR_RUSTC:-600} / 5))); do pgrep -x "rustc|cc1|cc1plus" >/dev/null || return 0
+  for i in $(seq $((${WAIT_FOR_RUSTC:-600} / 5))); do compiling || return 0
     [ "$i" -gt 1 ] || echo "(waiting until no compiler is running)"; sleep 5; done
-  ! pgrep -x "rustc|cc1|cc1plus" >/dev/null || echo "(a compiler is running: this round is noisy)"
+  ! compiling || echo "(a compiler is running: this round is noisy)"
 }
 commas() { sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\($\|,\)/\1,\2\3/;ta'; }
 
@@ -115,7 +118,8 @@ redis.register_function('bench_batch', function(keys, argv) return batch(keys, a
   now=$(date +%s%N)
   rb() { redis-benchmark -p "$redis_port" -c 64 -n 192000 -r 10000 -q "$@" |
     tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1; }
-  declare -A res
+  declare -A res usec
+  redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
   anchors=(incr_pexpire rw_batch_gcra rw_fcall_gcra rw_store_bench)
   [ ! -f "$cell_so" ] || anchors=(cl_throttle "${anchors[@]}")
   for round in $(seq 1 "$rounds"); do
@@ -137,8 +141,15 @@ redis.register_function('bench_batch', function(keys, argv) return batch(keys, a
           sed -n 's/.*: \([0-9.]*\) decisions\/s.*/\1/p') ;;
       esac
       [ -n "$r" ] || fail "$a gave no figure"
-      printf 'round %d %-15s %10.0f calls/s\n' "$round" "$a" "$r"
-      res[$a]+="$r "
+      # Redis's own time per call of the anchor's command (commands a
+      # script calls count apart, and within its time): what a call costs
+      # Redis, apart from the client's share of the 2 cores.
+      case $a in cl_throttle) c=cl.throttle ;; incr_pexpire | rw_batch_gcra) c=evalsha ;; *) c=fcall ;; esac
+      us=$(redis-cli -p "$redis_port" INFO commandstats | tr -d '\r' |
+        awk -F'[:=,]' -v c="cmdstat_$c" '$1 == c {print $7}')
+      redis-cli -p "$redis_port" CONFIG RESETSTAT >/dev/null
+      printf 'round %d %-15s %10.0f calls/s  %6.2f us/call in Redis\n' "$round" "$a" "$r" "$us"
+      res[$a]+="$r " usec[$a]+="$us "
     done
   done
   if [ -f "$cell_so" ]; then # a peek (quantity 0) at one key of the run: allowed, its state kept
@@ -146,13 +157,13 @@ redis.register_function('bench_batch', function(keys, argv) return batch(keys, a
     echo "CL.THROTTLE peek at one key after the run (allowed=0, limit, remaining, retry, reset): $peek"
   fi
   echo
-  echo "| anchor (redis-benchmark -c 64 -r 10000; the store bench: 64 callers) | median calls/s | vs CL.THROTTLE |"
-  echo "| --- | ---: | ---: |"
+  echo "| anchor (redis-benchmark -c 64 -r 10000; the store bench: 64 callers) | median calls/s | vs CL.THROTTLE | median µs per call in Redis |"
+  echo "| --- | ---: | ---: | ---: |"
   cell=$(median <<<"${res[cl_throttle]:-}")
   for a in "${anchors[@]}"; do
     m=$(median <<<"${res[$a]}")
     vs=; [ -z "$cell" ] || vs=$(awk -v a="$m" -v b="$cell" 'BEGIN {printf "%.2fx", a / b}')
-    echo "| $a | $(printf '%.0f' "$m" | commas) | $vs |"
+    echo "| $a | $(printf '%.0f' "$m" | commas) | $vs | $(median <<<"${usec[$a]}") |"
   done
   echo
   echo "command: $cmdline ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/Redis \1/'), redis-cell $cell_v), $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -205,6 +205,34 @@ async fn decisions_survive_a_function_flush() {
 }
 
 #[tokio::test]
+async fn a_user_not_permitted_to_load_functions_runs_batches_by_evalsha() {
+    let server = RedisServer::start();
+    let created = server.command(&[
+        "ACL",
+        "SETUSER",
+        "nofunc",
+        "on",
+        ">secret",
+        "~*",
+        "+@all",
+        "-function",
+    ]);
+    assert!(created.starts_with("+OK"), "{created}");
+    let url = format!("redis://nofunc:secret@127.0.0.1:{}/0", server.port());
+    let config = RedisConfig::from_url(&url)
+        .unwrap()
+        .with_key_prefix(&fresh_prefix())
+        .unwrap()
+        .with_timeout(Duration::from_secs(5));
+    let store = RedisStore::connect(config).await.unwrap();
+    assert!(!store.uses_functions(), "FUNCTION LOAD is refused (NOPERM)");
+    let p = policy(Algorithm::Gcra, 1, Duration::from_secs(60));
+    let key = Key::single("acl").unwrap();
+    assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+    assert!(!acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
+}
+
+#[tokio::test]
 async fn without_functions_batches_run_by_evalsha_with_the_same_answers() {
     let server = RedisServer::without_functions();
     let store = store_on(&server).await;
