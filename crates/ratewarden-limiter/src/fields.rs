@@ -36,6 +36,25 @@ pub fn field_values<'a>(
 /// Appends the `RateLimit-Policy` value of `items` to `out`:
 /// `"<name>";q=<quota>;w=<window secs, at least 1>`, comma-separated.
 pub fn push_policy_field<'a>(out: &mut String, items: impl IntoIterator<Item = FieldItem<'a>>) {
+    push_field(out, items, |i| {
+        [(";q=", i.quota), (";w=", i.window_secs.max(1))]
+    });
+}
+
+/// Appends the `RateLimit` value of `items` to `out`:
+/// `"<name>";r=<remaining>;t=<secs until reset>`, comma-separated.
+pub fn push_limit_field<'a>(out: &mut String, items: impl IntoIterator<Item = FieldItem<'a>>) {
+    push_field(out, items, |i| {
+        [(";r=", i.remaining), (";t=", i.reset_secs)]
+    });
+}
+
+/// One list item per item: its name, then its two parameters.
+fn push_field<'a>(
+    out: &mut String,
+    items: impl IntoIterator<Item = FieldItem<'a>>,
+    parameters: impl Fn(&FieldItem<'a>) -> [(&'static str, u64); 2],
+) {
     // itoa, not `write!`: these are built for every answer.
     let mut n = itoa::Buffer::new();
     for (i, item) in items.into_iter().enumerate() {
@@ -43,26 +62,10 @@ pub fn push_policy_field<'a>(out: &mut String, items: impl IntoIterator<Item = F
             out.push_str(", ");
         }
         push_sf_string(out, item.name);
-        out.push_str(";q=");
-        out.push_str(n.format(item.quota));
-        out.push_str(";w=");
-        out.push_str(n.format(item.window_secs.max(1)));
-    }
-}
-
-/// Appends the `RateLimit` value of `items` to `out`:
-/// `"<name>";r=<remaining>;t=<secs until reset>`, comma-separated.
-pub fn push_limit_field<'a>(out: &mut String, items: impl IntoIterator<Item = FieldItem<'a>>) {
-    let mut n = itoa::Buffer::new();
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
+        for (label, value) in parameters(&item) {
+            out.push_str(label);
+            out.push_str(n.format(value));
         }
-        push_sf_string(out, item.name);
-        out.push_str(";r=");
-        out.push_str(n.format(item.remaining));
-        out.push_str(";t=");
-        out.push_str(n.format(item.reset_secs));
     }
 }
 

@@ -136,35 +136,6 @@ async fn ttls_last_exactly_as_long_as_the_state_is_needed() {
 }
 
 #[tokio::test]
-async fn decisions_survive_a_script_flush() {
-    // The script form: a server without functions (with them, SCRIPT
-    // FLUSH would not touch the batch).
-    let server = RedisServer::without_functions();
-    let store = store_on(&server).await;
-    assert!(!store.uses_functions());
-    for algorithm in Algorithm::ALL {
-        let p = policy(algorithm, 2, Duration::from_secs(60));
-        let key = Key::single("noscript").unwrap();
-        assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
-        assert!(server.command(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
-        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
-        assert!(d.allowed(), "{algorithm}: after SCRIPT FLUSH: {d:?}");
-        assert_eq!(d.remaining, 0, "{algorithm}: the count was kept");
-        let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
-        assert!(!d.allowed(), "{algorithm}: over the limit: {d:?}");
-    }
-}
-
-/// `calls` of `cmdstat_<command>` in `INFO commandstats`, 0 when absent.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let info = server.command(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
-#[tokio::test]
 async fn batches_run_as_fcall_of_the_versioned_library_on_redis_7() {
     let server = RedisServer::start();
     let store = store_on(&server).await;
@@ -185,23 +156,49 @@ async fn batches_run_as_fcall_of_the_versioned_library_on_redis_7() {
     assert!(other.uses_functions());
 }
 
-#[tokio::test]
-async fn decisions_survive_a_function_flush() {
-    let server = RedisServer::start();
-    let store = store_on(&server).await;
-    assert!(store.uses_functions());
+/// `calls` of `cmdstat_<command>` in `INFO commandstats`, 0 when absent.
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server.command(&["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Each algorithm keeps its count across `flush` (which drops the code
+/// the store runs), and the store goes on running it the same way.
+async fn decisions_survive(server: &RedisServer, flush: &[&str], functions: bool) {
+    let store = store_on(server).await;
+    assert_eq!(store.uses_functions(), functions);
     for algorithm in Algorithm::ALL {
         let p = policy(algorithm, 2, Duration::from_secs(60));
         let key = Key::single("flushed").unwrap();
         assert!(acquire(&store, &p, &key, T0, 1).await.unwrap().allowed());
-        assert!(server.command(&["FUNCTION", "FLUSH"]).starts_with("+OK"));
+        assert!(server.command(flush).starts_with("+OK"));
         let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
-        assert!(d.allowed(), "{algorithm}: after FUNCTION FLUSH: {d:?}");
+        assert!(d.allowed(), "{algorithm}: after {flush:?}: {d:?}");
         assert_eq!(d.remaining, 0, "{algorithm}: the count was kept");
         let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
         assert!(!d.allowed(), "{algorithm}: over the limit: {d:?}");
     }
-    assert!(store.uses_functions(), "still FCALL after reloading");
+    assert_eq!(store.uses_functions(), functions);
+}
+
+#[tokio::test]
+async fn decisions_survive_a_script_flush() {
+    // The script form: a server without functions (with them, SCRIPT
+    // FLUSH would not touch the batch).
+    decisions_survive(
+        &RedisServer::without_functions(),
+        &["SCRIPT", "FLUSH"],
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn decisions_survive_a_function_flush() {
+    decisions_survive(&RedisServer::start(), &["FUNCTION", "FLUSH"], true).await;
 }
 
 #[tokio::test]
