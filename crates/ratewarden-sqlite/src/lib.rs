@@ -51,6 +51,7 @@
 
 mod audit;
 mod batch;
+mod checkpoint;
 mod counters;
 mod fixed_window;
 mod keys;
@@ -76,6 +77,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use audit::AuditLog;
 use batch::{OwnedBatch, OwnedItem};
+use checkpoint::Checkpointer;
 use worker::{Job, Op, OwnedKeyMatch, Reply, Worker};
 
 /// Settings of a [`SqliteStore`].
@@ -196,12 +198,26 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.set_prepared_statement_cache_capacity(32);
         schema::migrate(&mut conn)?;
+        // Checkpoints run on a connection of their own; the worker's only
+        // past a cap (`checkpoint.rs`).
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            checkpoint::WRITER_CHECKPOINT_FRAMES,
+        )?;
+        let checkpoints = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        checkpoints.busy_timeout(options.busy_timeout)?;
+        let checkpointer = Checkpointer::start(checkpoints)?;
         // Opened after the connection, closed after it (the worker drops
         // it last): closing a descriptor of the file earlier would drop
         // the POSIX locks SQLite holds on it.
         let (file_lock, locked) = opening.lock(&path, options.busy_timeout);
         if let Err(e) = locked {
             drop(conn);
+            drop(checkpointer);
             drop(file_lock);
             return Err(SqliteError::Lock(e));
         }
@@ -213,6 +229,7 @@ impl SqliteStore {
             batch_max: options.batch_max.max(1),
             audit_retention: options.audit_retention,
             audit_log: AuditLog::new(options.audit_sample, Arc::clone(&audit_rows)),
+            checkpointer: Some(checkpointer),
             file_lock,
         };
         let thread = std::thread::Builder::new()

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::audit::AuditLog;
 use crate::batch::{self, OwnedBatch};
+use crate::checkpoint::Checkpointer;
 use crate::counters::{self, Table};
 use crate::lock::FileLock;
 use crate::{fixed_window, sliding_log};
@@ -95,6 +96,9 @@ pub(crate) struct Worker {
     pub batch_max: usize,
     pub audit_retention: Duration,
     pub audit_log: AuditLog,
+    /// Checkpoints off this thread (`checkpoint.rs`); stopped, and its
+    /// connection closed, before `file_lock` is released.
+    pub checkpointer: Option<Checkpointer>,
     /// Released only after `conn` is closed (and declared after it, so a
     /// worker dropped without running drops it after the connection too).
     pub file_lock: FileLock,
@@ -114,6 +118,8 @@ impl Worker {
         }
         // Drain jobs sent after Close: they get "closed" by dropping their reply.
         self.jobs.close();
+        // Its connection closed first, so the last checkpoint finds no other.
+        drop(self.checkpointer.take());
         if let Err(e) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
             tracing::warn!(error = %e, "WAL checkpoint at close failed");
         }
@@ -290,6 +296,9 @@ impl Worker {
         }
         if body.is_ok() {
             audit_log.committed();
+            if let Some(checkpointer) = &self.checkpointer {
+                checkpointer.committed();
+            }
         } else {
             audit_log.rolled_back();
         }
@@ -426,6 +435,7 @@ mod tests {
             batch_max: 256,
             audit_retention: Duration::from_secs(3600),
             audit_log: AuditLog::new(1, Arc::clone(&written)),
+            checkpointer: None,
             file_lock,
         };
         worker.run();

@@ -1,0 +1,74 @@
+//! WAL checkpoints run off the writer (`src/checkpoint.rs`): a thread of
+//! the store's own copies the WAL back into the database file, and the
+//! WAL stays bounded under sustained writes.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{acquire, at, key, open, policy, temp_db};
+use ratewarden_core::{Algorithm, Store};
+
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+fn wal(path: &Path) -> std::path::PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    wal.into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_checkpoint_copies_the_wal_before_the_writer_would() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let p = policy(Algorithm::FixedWindow, 1_000_000, 60);
+    assert!(
+        acquire(&store, &p, &key(["warm-up"]), at(1))
+            .await
+            .allowed()
+    );
+    // Let the first commit's checkpoint pass, then measure from there.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = size(&path);
+    // 300 commits write fewer WAL frames than SQLite's default of 1,000
+    // between the writer's own checkpoints: only the background thread
+    // copies them into the database file this early.
+    for i in 0..300 {
+        let k = key([format!("client-{i}")]);
+        assert!(acquire(&store, &p, &k, at(1)).await.allowed());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while size(&path) <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the database file did not grow from {before} bytes: no background checkpoint"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_stays_bounded_under_sustained_writes() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    let p = policy(Algorithm::FixedWindow, 1_000_000, 60);
+    // 30,000 commits, each dirtying at least one page: a WAL that never
+    // started over would hold 30,000 frames of 4 KiB (over 120 MB).
+    for i in 0..30_000 {
+        let k = key([format!("client-{}", i % 10_000)]);
+        assert!(acquire(&store, &p, &k, at(1)).await.allowed());
+    }
+    let wal_bytes = size(&wal(&path));
+    assert!(
+        wal_bytes < 64 << 20,
+        "the WAL grew to {wal_bytes} bytes: it never started over"
+    );
+    store.close().await;
+    assert_eq!(size(&wal(&path)), 0, "closing truncates the WAL");
+}
