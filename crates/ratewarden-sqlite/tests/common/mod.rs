@@ -2,6 +2,8 @@
 //! test, policies, explicit timestamps, and a plain rusqlite connection to
 //! look at what the store wrote.
 
+#![allow(dead_code)] // each test binary uses part of this
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
