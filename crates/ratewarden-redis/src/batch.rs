@@ -1,6 +1,7 @@
 //! A batch on Redis: one call of `lua/batch.lua` (`FCALL` of the function
-//! library, or `EVALSHA`: scripts.rs) over every item's key, so the decisions, the all-or-nothing rule and the writes are one
-//! atomic step and one round trip. Rust builds each item's arguments (the
+//! library, or `EVALSHA`: scripts.rs) over every item's key, so the
+//! decisions, the all-or-nothing rule and the writes are one atomic step
+//! and one round trip. Rust builds each item's arguments (the
 //! algorithm modules' `block`), and from the state the script saw runs
 //! the reference algorithm and `ratewarden_core::Settlement`; a script
 //! that decided an item differently is a bug, reported as a failure.
