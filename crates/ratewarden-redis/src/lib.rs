@@ -48,9 +48,10 @@
 //! library on Redis ≥ 7.0 (its code is loaded once, not re-run per call),
 //! else as `EVALSHA` of the same code (scripts.rs says when); after a
 //! Redis restart, `SCRIPT FLUSH` or `FUNCTION FLUSH`, the store loads
-//! the code again and retries once. The scripts keep only the state transition;
-//! everything that depends on the request alone (the window index, the
-//! window's end, `c·T`, `B·T`, `L·W`, thresholds, TTLs) is computed in Rust.
+//! the code again and retries once. The scripts keep only the state
+//! transition; everything that depends on the request alone (the window
+//! index, the window's end, `c·T`, `B·T`, `L·W`, thresholds, TTLs) is
+//! computed in Rust.
 //!
 //! # Numbers: Lua has only doubles
 //! Redis runs Lua 5.1, whose numbers are doubles, exact only up to 2^53,

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{RedisServer, WithoutFunctions, store_on};
+use common::{RedisServer, server_without_functions, store_on};
 use ratewarden_testkit::TestStore;
 
 ratewarden_testkit::store_conformance!(redis, || async {
@@ -16,7 +16,7 @@ ratewarden_testkit::store_conformance!(redis, || async {
 });
 
 ratewarden_testkit::store_conformance!(redis_evalsha, || async {
-    let server = RedisServer::without_functions();
+    let server = server_without_functions();
     let store = store_on(&server).await;
     assert!(!store.uses_functions());
     TestStore::with_guard(store, server)

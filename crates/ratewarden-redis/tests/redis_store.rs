@@ -8,7 +8,7 @@ mod common;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, WithoutFunctions, fresh_prefix, store_on};
+use common::{RedisServer, fresh_prefix, server_without_functions, store_on};
 use ratewarden_core::{
     Acquire, Algorithm, Batch, Decision, Key, Policy, Quota, Store, StoreError, Timestamp,
 };
@@ -188,12 +188,7 @@ async fn decisions_survive(server: &RedisServer, flush: &[&str], functions: bool
 async fn decisions_survive_a_script_flush() {
     // The script form: a server without functions (with them, SCRIPT
     // FLUSH would not touch the batch).
-    decisions_survive(
-        &RedisServer::without_functions(),
-        &["SCRIPT", "FLUSH"],
-        false,
-    )
-    .await;
+    decisions_survive(&server_without_functions(), &["SCRIPT", "FLUSH"], false).await;
 }
 
 #[tokio::test]
@@ -231,7 +226,7 @@ async fn a_user_not_permitted_to_load_functions_runs_batches_by_evalsha() {
 
 #[tokio::test]
 async fn without_functions_batches_run_by_evalsha_with_the_same_answers() {
-    let server = RedisServer::without_functions();
+    let server = server_without_functions();
     let store = store_on(&server).await;
     assert!(!store.uses_functions());
     for algorithm in Algorithm::ALL {

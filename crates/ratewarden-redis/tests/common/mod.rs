@@ -28,25 +28,18 @@ pub async fn store_on(server: &RedisServer) -> RedisStore {
         .expect("connect to the test redis-server")
 }
 
-/// A server without Redis 7's functions, as before 7.0 or where an
-/// operator renamed the commands away.
-pub trait WithoutFunctions {
-    /// Starts one on a free port.
-    fn without_functions() -> RedisServer;
-}
-
-impl WithoutFunctions for RedisServer {
-    fn without_functions() -> RedisServer {
-        RedisServer::start_with(
-            ratewarden_testkit::redis_server::free_port(),
-            &[
-                "--rename-command",
-                "FUNCTION",
-                "",
-                "--rename-command",
-                "FCALL",
-                "",
-            ],
-        )
-    }
+/// A `redis-server` without Redis 7's functions, as before 7.0 or where
+/// an operator renamed the commands away, on a free port.
+pub fn server_without_functions() -> RedisServer {
+    RedisServer::start_with(
+        ratewarden_testkit::redis_server::free_port(),
+        &[
+            "--rename-command",
+            "FUNCTION",
+            "",
+            "--rename-command",
+            "FCALL",
+            "",
+        ],
+    )
 }
