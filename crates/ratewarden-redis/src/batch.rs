@@ -1,10 +1,13 @@
 //! A batch on Redis: one call of `lua/batch.lua` (`FCALL` of the function
 //! library, or `EVALSHA`: scripts.rs) over every item's key, so the
 //! decisions, the all-or-nothing rule and the writes are one atomic step
-//! and one round trip. Rust builds each item's arguments (the
+//! and one round trip (a call that may carry other requests' batches
+//! too: coalesce.rs). Rust builds each item's arguments (the
 //! algorithm modules' `block`), and from the state the script saw runs
 //! the reference algorithm and `ratewarden_core::Settlement`; a script
 //! that decided an item differently is a bug, reported as a failure.
+
+use std::borrow::Cow;
 
 use ratewarden_core::algorithm::fixed_window::{self, FixedWindowState};
 use ratewarden_core::algorithm::gcra::{self, GcraState};
@@ -14,8 +17,9 @@ use ratewarden_core::{
     Algorithm, Attempt, Batch, Decision, Mode, Quota, Settlement, StoreError, Timestamp,
 };
 
+use crate::coalesce::Group;
 use crate::sliding_window as sw;
-use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, redis_error, sliding_log as sl};
+use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, sliding_log as sl};
 
 /// Arguments per item after the algorithm code and the flags (`ARGS` in
 /// `lua/batch.lua`).
@@ -129,9 +133,9 @@ pub(crate) async fn acquire(
         })
         .collect();
     let mut names = Vec::with_capacity(items.len());
-    let count = items.len().to_string();
-    let mut args: Vec<&str> = vec![&count];
-    for (item, block) in items.iter().zip(&blocks) {
+    let mut args: Vec<Cow<'static, str>> = Vec::with_capacity(1 + items.len() * 9);
+    args.push(Cow::Owned(items.len().to_string()));
+    for (item, block) in items.iter().zip(blocks) {
         let policy = item.policy;
         let flags = match (policy.mode, policy.counts_denied(), block.never) {
             (Mode::Enforce, false, false) => "e",
@@ -143,24 +147,21 @@ pub(crate) async fn acquire(
             (Mode::Shadow, false, true) => "sn",
             (Mode::Shadow, true, true) => "scn",
         };
-        names.push(block.name.as_str());
-        args.push(keys::script_code(policy.algorithm));
-        args.push(flags);
-        for i in 0..args_of(policy.algorithm) {
-            args.push(block.args.get(i).map_or("", String::as_str));
+        names.push(block.name);
+        args.push(Cow::Borrowed(keys::script_code(policy.algorithm)));
+        args.push(Cow::Borrowed(flags));
+        let mut own = block.args.into_iter();
+        for _ in 0..args_of(policy.algorithm) {
+            args.push(own.next().map_or(Cow::Borrowed(""), Cow::Owned));
         }
     }
-    let (names, args) = (&names, &args);
-    let reply: Vec<Option<String>> = store
-        .call(|mut con| async move {
-            store
-                .scripts
-                .run_batch(&mut con, names, args)
-                .await
-                .map_err(redis_error)
-        })
-        .await?;
     let expected: usize = items.iter().map(|i| reply_len(i.policy.algorithm)).sum();
+    let group = Group {
+        keys: names,
+        args,
+        values: expected,
+    };
+    let reply = store.call(|con| store.coalescer.submit(con, group)).await?;
     if reply.len() != expected {
         return Err(StoreError::Failed(format!(
             "the batch script answered {} values for {} items",

@@ -123,8 +123,10 @@
 //! - `scripts.rs` and `lua/`: the batch script (`batch.lua`: every
 //!   algorithm, all or nothing), the shared decimal arithmetic and the
 //!   sliding log's read-only script.
-//! - `batch.rs`: one batch, one script call; the reference algorithms on
-//!   the state it saw.
+//! - `batch.rs`: one batch's arguments for the script; the reference
+//!   algorithms on the state it saw.
+//! - `coalesce.rs`: the batches of requests waiting at once, sent as one
+//!   call.
 //! - `fixed_window.rs`, `sliding_log.rs`, `sliding_window.rs`, `gcra.rs`:
 //!   per algorithm the script's arguments, the state it returns, and a
 //!   read-only status.
@@ -132,6 +134,7 @@
 
 mod batch;
 mod clock;
+mod coalesce;
 mod config;
 mod fixed_window;
 mod gcra;
@@ -144,8 +147,8 @@ mod sliding_window;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -157,6 +160,7 @@ use redis::{RedisError, RetryMethod};
 use tokio::sync::OnceCell;
 
 pub use clock::RedisClock;
+use coalesce::Coalescer;
 pub use config::{RedisConfig, RedisConfigError};
 use scripts::Scripts;
 
@@ -231,7 +235,9 @@ pub struct RedisStore {
     config: RedisConfig,
     client: redis::Client,
     connection: OnceCell<ConnectionManager>,
-    scripts: Scripts,
+    scripts: Arc<Scripts>,
+    /// Several requests' batches in one call (coalesce.rs).
+    coalescer: Arc<Coalescer>,
     closed: AtomicBool,
     /// Random per store, so sliding-log members of two instances differ.
     instance: u64,
@@ -249,11 +255,14 @@ impl RedisStore {
     pub fn new(config: RedisConfig) -> Result<RedisStore, RedisConfigError> {
         let client = redis::Client::open(config.url())
             .map_err(|_| RedisConfigError::InvalidUrl(config.to_string()))?;
+        let scripts = Arc::new(Scripts::new());
+        let coalescer = Arc::new(Coalescer::new(Arc::clone(&scripts), config.timeout()));
         Ok(RedisStore {
             config,
             client,
             connection: OnceCell::new(),
-            scripts: Scripts::new(),
+            scripts,
+            coalescer,
             closed: AtomicBool::new(false),
             instance: rand::random(),
             requests: AtomicU64::new(0),
@@ -423,7 +432,9 @@ impl Store for RedisStore {
         "redis"
     }
 
-    /// One `EVALSHA` of the batch script, whatever the batch holds.
+    /// One call of the batch function (`FCALL`, or `EVALSHA` of the same
+    /// code), whatever the batch holds; under load, shared with other
+    /// requests' batches (coalesce.rs).
     async fn acquire(&self, batch: &Batch<'_>) -> Result<Vec<Decision>, StoreError> {
         batch::acquire(self, batch).await
     }

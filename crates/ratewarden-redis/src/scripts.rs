@@ -87,13 +87,13 @@ fn refusal(e: &RedisError) -> Refusal {
 impl Scripts {
     pub(crate) fn new() -> Scripts {
         let code = format!("{DECIMAL}\n{BATCH}");
-        let batch = Script::new(&format!("{code}\nreturn batch(KEYS, ARGV)\n"));
+        let batch = Script::new(&format!("{code}\nreturn batches(KEYS, ARGV)\n"));
         let hash = batch.get_hash().get(..12).unwrap_or_default().to_owned();
         let function = format!("ratewarden_batch_{hash}");
         let library_name = format!("ratewarden_{hash}");
         let library = format!(
             "#!lua name={library_name}\n{code}\n\
-             redis.register_function('{function}', function(keys, argv) return batch(keys, argv) end)\n"
+             redis.register_function('{function}', function(keys, argv) return batches(keys, argv) end)\n"
         );
         Scripts {
             batch,

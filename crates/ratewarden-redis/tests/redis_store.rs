@@ -242,6 +242,84 @@ async fn without_functions_batches_run_by_evalsha_with_the_same_answers() {
     assert_eq!(calls(&server, "evalsha"), 12);
 }
 
+/// Requests waiting at once share calls: 64 concurrent requests for one
+/// key (limit 10) are decided exactly, in fewer calls than requests.
+async fn concurrent_requests_share_calls(server: &RedisServer, command: &str) {
+    let store = std::sync::Arc::new(store_on(server).await);
+    let before = calls(server, command);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let store = std::sync::Arc::clone(&store);
+        tasks.spawn(async move {
+            let p = policy(Algorithm::FixedWindow, 10, Duration::from_secs(60));
+            let key = Key::single("shared").unwrap();
+            acquire(&store, &p, &key, T0, 1).await.unwrap().allowed()
+        });
+    }
+    let allowed = tasks.join_all().await.into_iter().filter(|a| *a).count();
+    assert_eq!(allowed, 10, "exactly the limit");
+    let sent = calls(server, command) - before;
+    assert!(
+        (1..=4).contains(&sent),
+        "64 requests in {sent} {command} calls"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_requests_share_fcalls() {
+    concurrent_requests_share_calls(&RedisServer::start(), "fcall").await;
+}
+
+#[tokio::test]
+async fn concurrent_requests_share_evalshas() {
+    concurrent_requests_share_calls(&server_without_functions(), "evalsha").await;
+}
+
+/// A batch that raises an error in a shared call (its key holds another
+/// type: `WRONGTYPE`) fails alone, having written nothing; the batch that
+/// shares its call is decided and written as usual.
+async fn an_error_in_a_shared_call_fails_only_its_batch(server: &RedisServer, command: &str) {
+    let store = store_on(server).await;
+    let p = policy(Algorithm::Gcra, 2, Duration::from_secs(60));
+    let (good, bad) = (Key::single("good").unwrap(), Key::single("bad").unwrap());
+    assert!(acquire(&store, &p, &bad, T0, 1).await.unwrap().allowed());
+    let (name, _) = ttls(server, "").pop().unwrap();
+    server.command(&["DEL", &name]);
+    server.command(&["HSET", &name, "other", "data"]);
+    let before = calls(server, command);
+    let (ok, failed) = tokio::join!(
+        acquire(&store, &p, &good, T0, 1),
+        acquire(&store, &p, &bad, T0, 1)
+    );
+    assert_eq!(calls(server, command), before + 1, "one call carried both");
+    let d = ok.unwrap();
+    assert!(d.allowed() && d.remaining == 1, "{d:?}");
+    match failed {
+        Err(StoreError::Failed(m)) => assert!(m.contains("WRONGTYPE"), "{m}"),
+        other => panic!("a key of another type: {other:?}"),
+    }
+    assert!(
+        server.command(&["TYPE", &name]).contains("hash"),
+        "left alone"
+    );
+    let d = acquire(&store, &p, &good, T0, 1).await.unwrap();
+    assert!(
+        d.allowed() && d.remaining == 0,
+        "the good batch was written: {d:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_error_in_a_shared_fcall_fails_only_its_batch() {
+    an_error_in_a_shared_call_fails_only_its_batch(&RedisServer::start(), "fcall").await;
+}
+
+#[tokio::test]
+async fn an_error_in_a_shared_evalsha_fails_only_its_batch() {
+    let server = server_without_functions();
+    an_error_in_a_shared_call_fails_only_its_batch(&server, "evalsha").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_is_unavailable_then_recovers_by_itself() {
     let mut server = RedisServer::start();

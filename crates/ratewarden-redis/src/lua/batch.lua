@@ -1,25 +1,34 @@
--- A batch of checks, all or nothing, as one atomic script: every item is
--- decided on the state as it stands, then the batch is denied if an
--- enforcing item is not allowed, then the writes run: all of them when the
--- batch is allowed, only those of fixed windows that count denied
--- attempts when it is denied. Items are distinct counters (Rust merges
--- repeated ones), so no item sees another's write.
+-- Batches of checks, each all or nothing, as one atomic script. Within a
+-- batch every item is decided on the state as it stands, then the batch
+-- is denied if an enforcing item is not allowed, then the writes run: all
+-- of them when the batch is allowed, only those of fixed windows that
+-- count denied attempts when it is denied. Items of one batch are
+-- distinct counters (Rust merges repeated ones), so no item sees another's
+-- write; the batches of one call run one after the other, each seeing
+-- the writes of those before it (several requests' batches share one
+-- call: coalesce.rs).
 --
 -- One body, two forms (scripts.rs): a script run by EVALSHA, which ends
--- with `return batch(KEYS, ARGV)`, and a Redis 7 function library, which
--- registers `batch` once, so that a call does not re-create every local
+-- with `return batches(KEYS, ARGV)`, and a Redis 7 function library, which
+-- registers `batches` once, so that a call does not re-create every local
 -- function of decimal.lua and this file (a third of the script's time).
 --
--- keys[i]  item i's key (fixed window: the counter of the current window)
--- argv[1]  the number of items n
--- Then per item, in turn, 2 + ARGS[algorithm] arguments:
+-- keys     every batch's item keys, batch after batch (fixed window: the
+--          counter of the current window)
+-- argv[1]  the number of batches g
+-- Then per batch the number of its items n, and per item, in turn,
+-- 2 + ARGS[algorithm] arguments:
 --   algorithm  'fw' | 'sl' | 'sw' | 'gc'
 --   flags      'e' enforcing or 's' shadow; then 'c' when a denial is
 --              counted (fixed window counting denied attempts); 'n' when
 --              the cost can never pass (read only, not allowed)
 --   b+1 ..     the algorithm's arguments, below ('' where unused)
--- Returns 1 + SEEN[algorithm] values per item: allowed ('1' or '0'), then
--- the state it saw. ARGS and SEEN are mirrored in batch.rs.
+-- Returns per batch 'ok' and then 1 + SEEN[algorithm] values per item:
+-- allowed ('1' or '0'), then the state it saw; or, when the batch raised
+-- an error (a key of another type: WRONGTYPE), one value 'error: <the
+-- error>' and nothing written by that batch (its reads come before its
+-- writes), while the other batches go on. ARGS and SEEN are mirrored in
+-- batch.rs.
 --
 -- Each algorithm reads its arguments from argv[b + 1] on (no table per
 -- item) and compares and adds them with decimal.lua's fast path (dcmp,
@@ -192,12 +201,11 @@ local decide = { fw = fixed_window, sl = sliding_log, sw = sliding_window, gc = 
 local ARGS = { fw = 4, sl = 5, sw = 7, gc = 6 }
 local SEEN = { fw = 1, sl = 3, sw = 3, gc = 1 }
 
--- The batch: keys and argv as described at the top.
-local function batch(keys, argv)
-  local n = tonumber(argv[1])
+-- One batch of n items: keys from keys[kb + 1], arguments from argv[base];
+-- appends its values to out.
+local function batch(keys, kb, argv, base, n, out)
   local codes, writes, counted, seen, allowed = {}, {}, {}, {}, {}
   local denied = false
-  local base = 2
   for i = 1, n do
     local code, flags = argv[base], argv[base + 1]
     local never, counts = false, false
@@ -205,7 +213,7 @@ local function batch(keys, argv)
       never = string.find(flags, 'n', 1, true) ~= nil
       counts = string.find(flags, 'c', 1, true) ~= nil
     end
-    local ok, write, state = decide[code](argv, keys[i], never, counts, base + 1)
+    local ok, write, state = decide[code](argv, keys[kb + i], never, counts, base + 1)
     if not ok and string.byte(flags, 1) == 101 then denied = true end -- 'e'
     codes[i] = code
     allowed[i] = ok
@@ -214,12 +222,33 @@ local function batch(keys, argv)
     seen[i] = state
     base = base + 2 + ARGS[code]
   end
-  local reply = {}
   for i = 1, n do
     if writes[i] and (not denied or counted[i]) then writes[i]() end
-    if allowed[i] then reply[#reply + 1] = '1' else reply[#reply + 1] = '0' end
+    if allowed[i] then out[#out + 1] = '1' else out[#out + 1] = '0' end
     local state = seen[i]
-    for j = 1, SEEN[codes[i]] do reply[#reply + 1] = state[j] or false end
+    for j = 1, SEEN[codes[i]] do out[#out + 1] = state[j] or false end
+  end
+end
+
+-- An error raised by redis.call: a table with err (Redis 7) or a string.
+local function message(e)
+  if type(e) == 'table' then e = e.err or e[1] end
+  return 'error: ' .. tostring(e)
+end
+
+-- Every batch of the call: keys and argv as described at the top.
+local function batches(keys, argv)
+  local reply = {}
+  local base, kb = 2, 0
+  for _ = 1, tonumber(argv[1]) do
+    local n = tonumber(argv[base])
+    local out = { 'ok' }
+    local ok, e = pcall(batch, keys, kb, argv, base + 1, n, out)
+    if not ok then out = { message(e) } end
+    for j = 1, #out do reply[#reply + 1] = out[j] end
+    base = base + 1
+    for _ = 1, n do base = base + 2 + ARGS[argv[base]] end
+    kb = kb + n
   end
   return reply
 end
