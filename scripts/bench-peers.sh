@@ -9,6 +9,8 @@
 # a key drawn from 10,000 at random per request and limits no run reaches
 # (every request is a full, allowed decision):
 #   bare              examples/bare, GET /ping (the axum baseline)
+#   bare_full         examples/bare, GET /ping-full: ratewarden's /ping answer
+#                     (five rate-limit headers, the seed's body) without a limiter
 #   rw_mem_ping       ratewarden --store memory, GET /ping (X-Client-Key: client-N)
 #   rw_mem_check      the same server, POST /rate/check (X-User-Id: N)
 #   rw_mem_v1         the same server, POST /v1/check, one GCRA policy
@@ -111,10 +113,10 @@ if [ "$mode" = redis-anchor ]; then
     "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return v")
   code=$(cat crates/ratewarden-redis/src/lua/decimal.lua; echo; cat crates/ratewarden-redis/src/lua/batch.lua)
   batch=$(redis-cli -p "$redis_port" SCRIPT LOAD "$code
-return batch(KEYS, ARGV)")
+return batches(KEYS, ARGV)")
   redis-cli -p "$redis_port" FUNCTION LOAD "#!lua name=bench_batch
 $code
-redis.register_function('bench_batch', function(keys, argv) return batch(keys, argv) end)" >/dev/null
+redis.register_function('bench_batch', function(keys, argv) return batches(keys, argv) end)" >/dev/null
   now=$(date +%s%N)
   rb() { redis-benchmark -p "$redis_port" -c 64 -n 192000 -r 10000 -q "$@" |
     tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1; }
@@ -129,12 +131,13 @@ redis.register_function('bench_batch', function(keys, argv) return batch(keys, a
         # 1 per 60 s, bursts of 1,000,001: every call allowed, every key kept.
         cl_throttle) r=$(rb CL.THROTTLE "cell:{__rand_int__}" 1000000 1 60 1) ;;
         incr_pexpire) r=$(rb EVALSHA "$plain" 1 "plain:{__rand_int__}" 1 60000) ;;
-        # One GCRA item as gcra.rs sends it (batch.lua's order): now, now +
+        # One batch of one GCRA item as gcra.rs sends it (batch.lua's
+        # order: batches, items, code, flags, arguments): now, now +
         # 10^12 ns of allowance (B·T − c·T), 1 ns a call (c·T), i64::MAX,
         # 1 s TTL slack, the allowance 10^12 again.
-        rw_batch_gcra) r=$(rb EVALSHA "$batch" 1 "rw:gcra:bench:{__rand_int__}" 1 gc e "$now" \
+        rw_batch_gcra) r=$(rb EVALSHA "$batch" 1 "rw:gcra:bench:{__rand_int__}" 1 1 gc e "$now" \
           "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
-        rw_fcall_gcra) r=$(rb FCALL bench_batch 1 "rw:gcra:fbench:{__rand_int__}" 1 gc e "$now" \
+        rw_fcall_gcra) r=$(rb FCALL bench_batch 1 "rw:gcra:fbench:{__rand_int__}" 1 1 gc e "$now" \
           "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
         rw_store_bench) r=$(RW_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
           cargo bench -q -p ratewarden-bench --bench redis_throughput 2>/dev/null |
@@ -183,6 +186,7 @@ throttlecrab=${THROTTLECRAB_BIN:-$PEERS/throttlecrab/bin/throttlecrab-server}
 scenario_route() {
   case $1 in
     bare) echo bare ping /ping ;;
+    bare_full) echo bare ping /ping-full ;;
     rw_*_ping) echo "${1%_ping} ping /ping" ;;
     rw_*_ping1) echo "${1%_ping1} ping1 /ping" ;;
     rw_*_check) echo "${1%_check} check /rate/check" ;;
@@ -193,7 +197,7 @@ scenario_route() {
   esac
 }
 scenarios=("${@:5}")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(bare rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_ping1 rw_sqlite_check
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(bare bare_full rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_ping1 rw_sqlite_check
   rw_redis_ping rw_redis_check throttlecrab limitador_mem limitador_redis)
 for s in "${scenarios[@]}"; do scenario_route "$s" >/dev/null; done
 if [[ " ${scenarios[*]} " == *" limitador_"* ]] && [ ! -x "$limitador" ]; then
@@ -329,7 +333,7 @@ for s in "${scenarios[@]}"; do
   printf '| %s | %s | %s | %.2f |\n' "$s" "$(printf '%.0f' "$m" | commas)" "$vs" "$(med_of p99 "$s")"
 done
 echo
-for pair in rw_mem_ping/bare rw_mem_ping/throttlecrab rw_mem_v1/throttlecrab rw_mem_ping/limitador_mem \
+for pair in rw_mem_ping/bare rw_mem_ping/bare_full bare_full/throttlecrab rw_mem_ping/throttlecrab rw_mem_v1/throttlecrab rw_mem_ping/limitador_mem \
   rw_sqlite_ping/limitador_mem rw_sqlite_check/limitador_mem rw_sqlite_ping/rw_mem_ping rw_sqlite_ping/rw_sqlite_ping1 \
   rw_redis_ping/limitador_redis rw_redis_check/limitador_redis; do
   a=${pair%/*} b=${pair#*/}

@@ -141,6 +141,8 @@ impl Coalescer {
         let call = self.scripts.run_batch(con, &keys, &args);
         let values: Vec<Option<String>> = match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(values)) => values,
+            // A call of one batch answers that batch's error (a key of
+            // another type) as the call's error.
             Ok(Err(e)) => return fail(taken, &redis_error(e)),
             Err(_) => {
                 let e = StoreError::Unavailable(format!(

@@ -58,15 +58,20 @@ async fn the_wal_stays_bounded_under_sustained_writes() {
     let (_dir, path) = temp_db();
     let store = open(&path);
     let p = policy(Algorithm::FixedWindow, 1_000_000, 60);
-    // 30,000 commits, each dirtying at least one page: a WAL that never
-    // started over would hold 30,000 frames of 4 KiB (over 120 MB).
+    // 30,000 commits, each dirtying at least two pages (its counter's and
+    // its audit row's): a WAL that never started over would hold 60,000
+    // frames of 4 KiB and more (over 240 MB). It starts over after a
+    // checkpoint that finds no frame left to copy; on a loaded machine the
+    // writer's attempts can meet the background pass holding the
+    // checkpoint lock for a while, so the bound leaves room for a late
+    // start (a run of 86 MB was seen while a compiler ran beside it).
     for i in 0..30_000 {
         let k = key([format!("client-{}", i % 10_000)]);
         assert!(acquire(&store, &p, &k, at(1)).await.allowed());
     }
     let wal_bytes = size(&wal(&path));
     assert!(
-        wal_bytes < 64 << 20,
+        wal_bytes < 120 << 20,
         "the WAL grew to {wal_bytes} bytes: it never started over"
     );
     store.close().await;

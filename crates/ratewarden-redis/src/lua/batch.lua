@@ -27,7 +27,8 @@
 -- allowed ('1' or '0'), then the state it saw; or, when the batch raised
 -- an error (a key of another type: WRONGTYPE), one value 'error: <the
 -- error>' and nothing written by that batch (its reads come before its
--- writes), while the other batches go on. ARGS and SEEN are mirrored in
+-- writes), while the other batches go on. A call of one batch answers its
+-- error as the call's error instead. ARGS and SEEN are mirrored in
 -- batch.rs.
 --
 -- Each algorithm reads its arguments from argv[b + 1] on (no table per
@@ -238,6 +239,13 @@ end
 
 -- Every batch of the call: keys and argv as described at the top.
 local function batches(keys, argv)
+  if argv[1] == '1' then
+    -- One batch alone (no load): an error is the call's own, so it needs
+    -- no pcall, and the values go straight into the reply.
+    local reply = { 'ok' }
+    batch(keys, 0, argv, 3, tonumber(argv[2]), reply)
+    return reply
+  end
   local reply = {}
   local base, kb = 2, 0
   for _ = 1, tonumber(argv[1]) do
