@@ -23,7 +23,8 @@
 //! The driver is a task of its own so that a request that gives up (its
 //! timeout, a client gone) never cancels the call carrying the others'
 //! batches: as before, a batch that was sent is decided whether or not its
-//! caller still waits for the answer.
+//! caller still waits for the answer. One still queued when its caller
+//! gives up is dropped unsent, so it is never charged.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -159,11 +160,18 @@ impl Coalescer {
     }
 }
 
-/// The oldest waiting batches, up to [`MAX_ITEMS`] items (at least one).
+/// The oldest waiting batches, up to [`MAX_ITEMS`] items (at least one
+/// when any is left). A batch whose caller has given up meanwhile (its
+/// timeout, a client gone) is dropped unsent: nobody would hear its
+/// answer, and it is never charged.
 fn take(waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
     let mut taken = Vec::new();
     let mut items = 0;
     while let Some(next) = waiting.front() {
+        if next.reply.is_closed() {
+            waiting.pop_front();
+            continue;
+        }
         let size = next.group.keys.len();
         if !taken.is_empty() && items + size > MAX_ITEMS {
             break;

@@ -5,7 +5,9 @@
 
 mod common;
 
+use std::future::Future;
 use std::num::NonZeroU64;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use common::{RedisServer, fresh_prefix, server_without_functions, store_on};
@@ -307,6 +309,29 @@ async fn an_error_in_a_shared_call_fails_only_its_batch(server: &RedisServer, co
         d.allowed() && d.remaining == 0,
         "the good batch was written: {d:?}"
     );
+}
+
+/// A batch whose caller gives up before it is sent (its future polled
+/// once, which queues the batch, then dropped) is never sent, so never
+/// charged.
+#[tokio::test]
+async fn a_batch_given_up_before_it_is_sent_is_never_charged() {
+    let server = RedisServer::start();
+    let store = store_on(&server).await;
+    let p = policy(Algorithm::FixedWindow, 1, Duration::from_secs(60));
+    let key = Key::single("gave-up").unwrap();
+    let before = calls(&server, "fcall");
+    let mut caller = Box::pin(acquire(&store, &p, &key, T0, 1));
+    // One poll, without yielding: this test's runtime has one thread, so
+    // the driver task the poll spawned has not run yet.
+    let polled = std::future::poll_fn(|cx| Poll::Ready(caller.as_mut().poll(cx))).await;
+    assert!(polled.is_pending(), "queued, waiting for its answer");
+    drop(caller);
+    tokio::time::sleep(Duration::from_millis(100)).await; // the driver ran
+    assert_eq!(calls(&server, "fcall"), before, "nothing was sent");
+    assert!(ttls(&server, "").is_empty(), "no key was written");
+    let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
+    assert!(d.allowed() && d.remaining == 0, "the limit is whole: {d:?}");
 }
 
 #[tokio::test]
