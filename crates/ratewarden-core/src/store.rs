@@ -147,7 +147,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 }
 
 /// Why a store could not answer. A denial is never an error.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The store is busy, locked, timed out or unreachable; the same call
     /// may succeed later.

@@ -18,6 +18,7 @@ use ratewarden_core::{
 };
 
 use crate::coalesce::Group;
+use crate::numbers::decimal;
 use crate::sliding_window as sw;
 use crate::{RedisStore, fixed_window as fw, gcra as gc, keys, sliding_log as sl};
 
@@ -134,7 +135,7 @@ pub(crate) async fn acquire(
         .collect();
     let mut names = Vec::with_capacity(items.len());
     let mut args: Vec<Cow<'static, str>> = Vec::with_capacity(1 + items.len() * 9);
-    args.push(Cow::Owned(items.len().to_string()));
+    args.push(Cow::Owned(decimal(items.len())));
     for (item, block) in items.iter().zip(blocks) {
         let policy = item.policy;
         let flags = match (policy.mode, policy.counts_denied(), block.never) {
@@ -162,16 +163,10 @@ pub(crate) async fn acquire(
         values: expected,
     };
     let reply = store.call(|con| store.coalescer.submit(con, group)).await?;
-    if reply.len() != expected {
-        return Err(StoreError::Failed(format!(
-            "the batch script answered {} values for {} items",
-            reply.len(),
-            items.len()
-        )));
-    }
     let mut seen = Vec::with_capacity(items.len());
     let mut own = Vec::with_capacity(items.len());
-    // The length is checked above, so `next` never runs out.
+    // The coalescer answers exactly `expected` values, so `next` never
+    // runs out.
     let mut values = reply.into_iter();
     let mut next = || values.next().flatten();
     for item in items {

@@ -35,6 +35,7 @@ use ratewarden_core::StoreError;
 use redis::aio::ConnectionManager;
 use tokio::sync::oneshot;
 
+use crate::numbers::decimal;
 use crate::redis_error;
 use crate::scripts::Scripts;
 
@@ -132,7 +133,7 @@ impl Coalescer {
 
     /// One call for `taken`; every batch gets its answer.
     async fn send(&self, con: &mut ConnectionManager, taken: Vec<Waiting>) {
-        let count = taken.len().to_string();
+        let count = decimal(taken.len());
         let mut keys = Vec::new();
         let mut args = vec![count.as_str()];
         for w in &taken {
@@ -212,11 +213,6 @@ fn answer(values: &mut impl Iterator<Item = Option<String>>, len: usize) -> Repl
 /// Every batch of a failed call gets the call's error.
 fn fail(taken: Vec<Waiting>, e: &StoreError) {
     for w in taken {
-        let copy = match e {
-            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-            StoreError::Closed => StoreError::Closed,
-            StoreError::Failed(m) => StoreError::Failed(m.clone()),
-        };
-        let _ = w.reply.send(Err(copy));
+        let _ = w.reply.send(Err(e.clone()));
     }
 }
