@@ -1,0 +1,346 @@
+//! One line of a trace: `<unix_ms> <key> [<cost>]`, parsed in place.
+
+use std::fmt;
+use std::num::NonZeroU64;
+
+use ratewarden_core::KeyError;
+use ratewarden_core::algorithm::gcra::MAX_TAT;
+
+/// The latest time a trace may use, in milliseconds since the epoch
+/// (2262-04-11T23:47:16.854Z): the engine's instants are exact only up to
+/// `i64::MAX` nanoseconds, where GCRA's stored instant saturates
+/// ([`MAX_TAT`]) and the SQLite and Redis
+/// stores' signed 64-bit integers end. A later time would be decided
+/// wrongly (GCRA would allow every request), so it is refused like any
+/// other malformed line.
+pub const MAX_UNIX_MS: u64 = MAX_TAT / 1_000_000;
+
+/// [`MAX_UNIX_MS`]'s date, for error messages.
+pub const MAX_DATE: &str = "2262-04-11";
+
+/// How much of an offending line an error message quotes, in bytes.
+const QUOTE_MAX: usize = 80;
+
+/// One request of the trace, borrowing the line it was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// The request time, milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// The key's bytes.
+    pub key: &'a [u8],
+    /// The units it costs.
+    pub cost: NonZeroU64,
+}
+
+/// What is wrong with one line of the trace.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// Not two or three fields.
+    #[error("expected '<unix_ms> <key> [<cost>]', found '{}'", Quoted(.0))]
+    Fields(Vec<u8>),
+    /// The time is not a whole number of milliseconds.
+    #[error("time '{}' is not a whole number of milliseconds since the epoch", Quoted(.0))]
+    Time(Vec<u8>),
+    /// The time is past [`MAX_UNIX_MS`].
+    #[error("time {0} is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})")]
+    TimeTooLate(u64),
+    /// The cost is not a whole number of at least 1.
+    #[error("cost '{}' is not a whole number of at least 1", Quoted(.0))]
+    Cost(Vec<u8>),
+    /// The key is too long.
+    #[error("{error} ('{}…')", Quoted(.text))]
+    Key {
+        /// The key's first bytes.
+        text: Vec<u8>,
+        /// Why it was refused.
+        error: KeyError,
+    },
+    /// Times must not decrease.
+    #[error("time {time} is before the previous {previous}")]
+    Backwards {
+        /// This line's time.
+        time: u64,
+        /// The latest time so far.
+        previous: u64,
+    },
+}
+
+/// Parses one line: `Ok(None)` for a blank or comment line.
+///
+/// # Errors
+/// [`LineError`] for a malformed line (never [`LineError::Backwards`] or
+/// [`LineError::Key`]: those need context).
+pub fn parse_line(line: &[u8]) -> Result<Option<Request<'_>>, LineError> {
+    if let Some(request) = parse_plain(line) {
+        return Ok(Some(request));
+    }
+    let mut rest = line;
+    let Some(time) = next_field(&mut rest) else {
+        return Ok(None);
+    };
+    if time.first() == Some(&b'#') {
+        return Ok(None);
+    }
+    let (Some(key), cost, None) = (
+        next_field(&mut rest),
+        next_field(&mut rest),
+        next_field(&mut rest),
+    ) else {
+        return Err(LineError::Fields(quote(trim_end(line))));
+    };
+    let unix_ms = parse_u64(time).ok_or_else(|| LineError::Time(quote(time)))?;
+    if unix_ms > MAX_UNIX_MS {
+        return Err(LineError::TimeTooLate(unix_ms));
+    }
+    let cost = match cost {
+        None => NonZeroU64::MIN,
+        Some(text) => parse_u64(text)
+            .and_then(NonZeroU64::new)
+            .ok_or_else(|| LineError::Cost(quote(text)))?,
+    };
+    Ok(Some(Request { unix_ms, key, cost }))
+}
+
+/// The common line, `<digits> <key>[ <digits>]` with single spaces and an
+/// optional `\n`, in one pass; `None` sends anything else (and every
+/// error) to [`parse_line`]'s general path, which decides the same way.
+fn parse_plain(line: &[u8]) -> Option<Request<'_>> {
+    let (unix_ms, rest) = leading_u64(line)?;
+    let rest = rest.strip_prefix(b" ")?;
+    let key_len = rest
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(rest.len());
+    if key_len == 0 || unix_ms > MAX_UNIX_MS {
+        return None;
+    }
+    let (key, rest) = rest.split_at(key_len);
+    let (cost, rest) = match rest.strip_prefix(b" ") {
+        Some(rest) => {
+            let (cost, rest) = leading_u64(rest)?;
+            (NonZeroU64::new(cost)?, rest)
+        }
+        None => (NonZeroU64::MIN, rest),
+    };
+    matches!(rest, b"" | b"\n").then_some(Request { unix_ms, key, cost })
+}
+
+/// The number at the start of `text` (at least one digit, no overflow)
+/// and what follows it.
+fn leading_u64(text: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = text
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, rest) = text.split_at(digits);
+    Some((parse_u64(number)?, rest))
+}
+
+/// The next run of non-whitespace bytes in `rest`, which moves past it.
+fn next_field<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let start = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+    let field = &rest[start..];
+    let len = field
+        .iter()
+        .position(u8::is_ascii_whitespace)
+        .unwrap_or(field.len());
+    *rest = &field[len..];
+    Some(&field[..len])
+}
+
+/// ASCII digits only (no sign, no spaces), without overflow.
+fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+fn trim_end(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    &line[..end]
+}
+
+/// The first [`QUOTE_MAX`] bytes of `text`, for an error message.
+pub(super) fn quote(text: &[u8]) -> Vec<u8> {
+    text[..text.len().min(QUOTE_MAX)].to_vec()
+}
+
+/// Bytes shown safely on a terminal: UTF-8 with control characters
+/// escaped, other bytes as `\xNN`.
+pub(super) struct Quoted<'a>(pub(super) &'a [u8]);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::str::from_utf8(self.0) {
+            Ok(s) if !s.contains(['\'', '"', '\\']) => {
+                for c in s.chars() {
+                    if c.is_control() {
+                        write!(f, "{}", c.escape_default())?;
+                    } else {
+                        write!(f, "{c}")?;
+                    }
+                }
+                Ok(())
+            }
+            _ => write!(f, "{}", self.0.escape_ascii()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(unix_ms: u64, key: &str, cost: u64) -> Request<'_> {
+        Request {
+            unix_ms,
+            key: key.as_bytes(),
+            cost: NonZeroU64::new(cost).unwrap(),
+        }
+    }
+
+    #[test]
+    fn lines_have_a_time_a_key_and_an_optional_cost() {
+        assert_eq!(parse_line(b"1000 alice\n"), Ok(Some(req(1000, "alice", 1))));
+        assert_eq!(parse_line(b"1000 alice 3"), Ok(Some(req(1000, "alice", 3))));
+        assert_eq!(
+            parse_line(b" \t0\talice   7 \r\n"),
+            Ok(Some(req(0, "alice", 7)))
+        );
+        assert_eq!(parse_line(b"007 k 01"), Ok(Some(req(7, "k", 1))));
+        let odd = parse_line(b"5 \xff:\"x\n").unwrap().unwrap();
+        assert_eq!(odd.key, b"\xff:\"x");
+    }
+
+    #[test]
+    fn the_plain_path_agrees_with_the_general_one() {
+        for line in [
+            &b"1000 alice\n"[..],
+            b"1000 alice",
+            b"1000 alice 3\n",
+            b"1000 alice 0\n",
+            b"1000 alice 3 \n",
+            b"1000 alice 3x\n",
+            b"1000  alice\n",
+            b"1000 alice\r\n",
+            b"1000 \xff\n",
+            b"9223372036855 k\n",
+            b"99999999999999999999 k\n",
+            b"1000 \n",
+            b"1000\n",
+        ] {
+            let general = || {
+                let mut rest = line;
+                let time = next_field(&mut rest)?;
+                let key = next_field(&mut rest)?;
+                let cost = next_field(&mut rest);
+                if next_field(&mut rest).is_some() {
+                    return None;
+                }
+                let unix_ms = parse_u64(time).filter(|&t| t <= MAX_UNIX_MS)?;
+                let cost = match cost {
+                    None => NonZeroU64::MIN,
+                    Some(c) => parse_u64(c).and_then(NonZeroU64::new)?,
+                };
+                Some(Request { unix_ms, key, cost })
+            };
+            if let Some(plain) = parse_plain(line) {
+                assert_eq!(
+                    Some(plain),
+                    general(),
+                    "{:?}",
+                    line.escape_ascii().to_string()
+                );
+            }
+            assert_eq!(
+                parse_line(line).ok().flatten(),
+                general(),
+                "{:?}",
+                line.escape_ascii().to_string()
+            );
+        }
+        assert!(parse_plain(b"1000 alice 3\n").is_some());
+        assert!(parse_plain(b"1000 alice").is_some());
+    }
+
+    #[test]
+    fn blank_and_comment_lines_are_skipped() {
+        for line in [
+            &b""[..],
+            b"\n",
+            b"   \t \r\n",
+            b"# a comment",
+            b"  #1000 alice",
+            b"#\n",
+        ] {
+            assert_eq!(
+                parse_line(line),
+                Ok(None),
+                "{:?}",
+                line.escape_ascii().to_string()
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_lines_name_the_offending_text() {
+        for (line, message) in [
+            (
+                &b"1000"[..],
+                "expected '<unix_ms> <key> [<cost>]', found '1000'",
+            ),
+            (b"1000 a 1 extra\n", "found '1000 a 1 extra'"),
+            (b"abc alice", "time 'abc' is not a whole number"),
+            (b"-5 alice", "time '-5' is not"),
+            (b"1.5 alice", "time '1.5' is not"),
+            (
+                b"99999999999999999999 alice",
+                "time '99999999999999999999' is not",
+            ),
+            (
+                b"9223372036855 alice",
+                "time 9223372036855 is after the largest supported time 9223372036854 (2262-04-11)",
+            ),
+            (
+                b"18446744073709 alice",
+                "time 18446744073709 is after the largest supported time",
+            ),
+            (
+                b"1000 alice 0",
+                "cost '0' is not a whole number of at least 1",
+            ),
+            (b"1000 alice -1", "cost '-1' is not"),
+            (b"1000 alice x", "cost 'x' is not"),
+            (b"1000 alice 1e3", "cost '1e3' is not"),
+        ] {
+            let err = parse_line(line).unwrap_err().to_string();
+            assert!(
+                err.contains(message),
+                "{:?}: {err}",
+                line.escape_ascii().to_string()
+            );
+        }
+        assert_eq!(
+            parse_line(b"9223372036854 k").unwrap().unwrap().unix_ms,
+            MAX_UNIX_MS
+        );
+    }
+
+    #[test]
+    fn quoted_text_escapes_control_characters_and_invalid_utf8() {
+        assert_eq!(Quoted("clé".as_bytes()).to_string(), "clé");
+        assert_eq!(Quoted(b"a\x1b[2Jb").to_string(), "a\\u{1b}[2Jb");
+        assert_eq!(Quoted(b"\xffx").to_string(), "\\xffx");
+        assert_eq!(Quoted(b"it's").to_string(), "it\\'s");
+    }
+}
