@@ -554,3 +554,53 @@ fn memory_and_sqlite_print_identical_decisions_for_every_algorithm() {
         assert_eq!(stderr(&memory), stderr(&sqlite), "{algorithm}: summaries");
     }
 }
+
+#[test]
+fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
+    // Redis counts a TTL on its own clock while a replay decides at its
+    // trace's times: with the service's 1 s slack, a replay slower than its
+    // trace (the tester paused 2.5 s between two requests of a 1 s fixed
+    // window) found its count expired and allowed a request it must deny.
+    let redis = ratewarden_testkit::redis_server::RedisServer::start();
+    let store = redis.url();
+    let output = replay(
+        &[
+            "--algorithm",
+            "fixed_window",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--store",
+            &store,
+        ],
+        "0 a\n0 a\n",
+    );
+    assert_eq!(stdout(&output), "0 a allow 1 0\n0 a allow 0 0\n");
+    let keys = redis.command(&["KEYS", "*"]);
+    let key = keys
+        .lines()
+        .find(|l| l.starts_with("rw:fixed_window:replay:"))
+        .unwrap_or_else(|| panic!("the window's counter in {keys:?}"));
+    let ttl: u64 = redis.command(&["PTTL", key]).trim()[1..]
+        .parse()
+        .expect("a TTL in milliseconds");
+    let day = 24 * 60 * 60 * 1000;
+    assert!(ttl > day - 60_000 && ttl <= day + 1_000, "PTTL {ttl}");
+    // A request at the same trace instant, however late in wall time, is
+    // still counted against the window.
+    let output = replay(
+        &[
+            "--algorithm",
+            "fixed_window",
+            "--limit",
+            "2",
+            "--window",
+            "1s",
+            "--store",
+            &store,
+        ],
+        "500 a\n",
+    );
+    assert_eq!(stdout(&output), "500 a deny 0 500\n");
+}

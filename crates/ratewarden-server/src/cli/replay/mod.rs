@@ -13,7 +13,7 @@
 //! end); the cost is at least 1 (default 1). A key is one opaque part
 //! ([`Key::single`] of its bytes, not necessarily UTF-8) and is echoed
 //! byte for byte. `retry_after_ms` is 0 when allowed and rounded up to
-//! whole milliseconds when denied ([`ceil_millis`]).
+//! whole milliseconds when denied ([`ceil_millis`](ratewarden_core::ceil_millis)).
 //!
 //! Design decisions:
 //! - **Streaming, on two threads.** The input is read in blocks of whole
@@ -36,13 +36,19 @@
 //!   never waits, so the memory path calls it directly; other stores go
 //!   through the async [`Store`](ratewarden_core::Store) trait on a
 //!   current-thread runtime.
-//! - **Bounded memory.** Besides the store's own state (bounded by expiry),
+//! - **Bounded memory.** A line is at most [`MAX_LINE_BYTES`] (64 KiB),
+//!   refused as soon as it is longer, not once read whole; blocks in
+//!   flight are a few MiB. Besides the store's own state (bounded by expiry),
 //!   the only per-key data is the exact denial count of each key that was
 //!   ever denied, for the top-ten summary: at most one small entry per
 //!   distinct key, tens of megabytes for a million distinct keys. A bounded
 //!   heavy-hitter sketch (Space-Saving) would cap it, but its top ten is
 //!   approximate and depends on arrival order; exact counts keep the summary
 //!   deterministic (ties are broken by the key's bytes).
+//! - **Redis keeps a replay's state a day.** Redis expires keys on its
+//!   own clock, the replay decides at its trace's times: every TTL gets
+//!   [`REDIS_TTL_SLACK`] (a day) on top, so a replay slower than its trace,
+//!   or one continuing on the same Redis later that day, finds its state.
 //! - **Not on a live file.** A SQLite file that a running service holds
 //!   (its store's shared advisory lock, [`SqliteStore::in_use`]) is
 //!   refused before the store is opened: the replay's policy is named
@@ -68,11 +74,22 @@ use ratewarden_sqlite::SqliteStore;
 use super::args::{LiveStore, ReplaySettings};
 use crate::startup::{OpenedStore, StartupError, open_store};
 use parse::Quoted;
-pub use parse::{LineError, MAX_DATE, MAX_UNIX_MS, Request, parse_line};
+pub use parse::{LineError, MAX_DATE, MAX_LINE_BYTES, MAX_UNIX_MS, Request, parse_line};
 use pipeline::BLOCK_BYTES;
 
 /// How often progress is shown on a terminal, in lines.
 const PROGRESS_EVERY: u64 = 100_000;
+
+/// What a replay adds to the TTL of every key it writes to Redis: one day
+/// (the service adds 1 s). Redis counts a TTL down on its own clock, while
+/// a replay decides at its trace's times: a replay slower than its trace,
+/// or a second replay continuing on the same Redis later, would otherwise
+/// find state forgotten that its trace still needs (a fixed window's count
+/// gone after a pause, and the next request allowed). A longer TTL changes
+/// no answer, since the state carries its window or its instants
+/// ([`RedisConfig::ttl_slack`](ratewarden_redis::RedisConfig::ttl_slack)); a replay's
+/// keys stay in Redis up to a day after their last write.
+pub const REDIS_TTL_SLACK: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// Why a replay stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +195,7 @@ pub enum Progress {
 /// [`ReplayError`]; the decisions before it have been written.
 pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
     check_not_live(&settings.store, settings.live_store)?;
-    let store = open_store(&settings.store, &StoreOptions::default())?;
+    let store = open_store(&for_replay(&settings.store), &StoreOptions::default())?;
     let stdin = io::stdin().lock();
     let stdout = io::stdout().lock();
     let progress = if io::stderr().is_terminal() {
@@ -194,6 +211,17 @@ pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
         }
         Err(ReplayError::Write(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// The store's configuration for a replay: a Redis store's keys get
+/// [`REDIS_TTL_SLACK`] on top of their TTLs.
+pub fn for_replay(store: &StoreConfig) -> StoreConfig {
+    match store {
+        StoreConfig::Redis(config) => {
+            StoreConfig::Redis(config.clone().with_ttl_slack(REDIS_TTL_SLACK))
+        }
+        other => other.clone(),
     }
 }
 

@@ -18,6 +18,13 @@ pub const MAX_UNIX_MS: u64 = MAX_TAT / 1_000_000;
 /// [`MAX_UNIX_MS`]'s date, for error messages.
 pub const MAX_DATE: &str = "2262-04-11";
 
+/// The longest line a trace may have, in bytes, its newline not counted.
+/// A request needs at most a time and a cost of 20 digits each and a key
+/// of [`Key::MAX_BYTES`](ratewarden_core::Key::MAX_BYTES) (4,096) bytes;
+/// a longer line, a comment too, is refused without being read whole, so
+/// the memory a replay needs stays bounded whatever its input.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// How much of an offending line an error message quotes, in bytes.
 const QUOTE_MAX: usize = 80;
 
@@ -55,6 +62,9 @@ pub enum LineError {
         /// Why it was refused.
         error: KeyError,
     },
+    /// The line is longer than [`MAX_LINE_BYTES`].
+    #[error("the line is longer than {MAX_LINE_BYTES} bytes ('{}…')", Quoted(.0))]
+    TooLong(Vec<u8>),
     /// Times must not decrease.
     #[error("time {time} is before the previous {previous}")]
     Backwards {

@@ -21,7 +21,7 @@ use std::thread;
 
 use ratewarden_core::{Attempt, Decision, Key, Outcome, StoreError, Timestamp, ceil_millis};
 
-use super::parse::{LineError, parse_line, quote};
+use super::parse::{LineError, MAX_LINE_BYTES, parse_line, quote};
 use super::{PROGRESS_EVERY, Progress, ReplayError, Summary};
 
 /// Input bytes read per block: about 11,000 requests of a typical trace.
@@ -216,6 +216,16 @@ impl<R: Read> Reader<R> {
             match read {
                 Ok(0) => break true,
                 Ok(_) if memchr::memchr(b'\n', &block.bytes[start..]).is_some() => break false,
+                // No newline in the block: it is all one line so far.
+                Ok(_) if block.bytes.len() > MAX_LINE_BYTES => {
+                    block.stop = Some(ReplayError::Input {
+                        line: self.line + 1,
+                        problem: LineError::TooLong(quote(&block.bytes)),
+                    });
+                    block.bytes.clear();
+                    self.finished = true;
+                    return true;
+                }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -279,6 +289,10 @@ impl<R: Read> Reader<R> {
         &mut self,
         line: &[u8],
     ) -> Result<Option<(u64, Range<usize>, NonZeroU64)>, LineError> {
+        // Whatever the block size, as `fill` refuses it before it is whole.
+        if line.strip_suffix(b"\n").unwrap_or(line).len() > MAX_LINE_BYTES {
+            return Err(LineError::TooLong(quote(line)));
+        }
         let Some(request) = parse_line(line)? else {
             return Ok(None);
         };
@@ -516,6 +530,46 @@ mod tests {
                 "block of {block_bytes} bytes"
             );
         }
+    }
+
+    #[test]
+    fn a_line_longer_than_the_maximum_is_refused_at_every_block_size() {
+        let comment = |len: usize| format!("#{}", "c".repeat(len - 1));
+        let longest = format!("1 a\n{}\n2 b\n", comment(MAX_LINE_BYTES));
+        let too_long = format!("1 a\n{}\r\n2 b\n", comment(MAX_LINE_BYTES + 1));
+        let last = format!("1 a\n{}", comment(MAX_LINE_BYTES + 1));
+        for block_bytes in [1, 4096, MAX_LINE_BYTES, BLOCK_BYTES] {
+            let store = MemoryStore::new();
+            let (out, result) = pipelined(longest.as_bytes(), block_bytes, memory(&store));
+            assert_eq!(result.unwrap().requests, 2, "block of {block_bytes} bytes");
+            assert_eq!(out, sequential(b"1 a\n2 b\n"));
+            for input in [&too_long, &last] {
+                let store = MemoryStore::new();
+                let (out, result) = pipelined(input.as_bytes(), block_bytes, memory(&store));
+                let err = result.unwrap_err().to_string();
+                assert!(
+                    err.starts_with("line 2: the line is longer than 65536 bytes ('#ccc"),
+                    "block of {block_bytes} bytes: {err}"
+                );
+                assert_eq!(out, sequential(b"1 a\n"));
+            }
+        }
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_without_reading_it_whole() {
+        // An input that never ends and has no second newline: a replay
+        // buffering the whole line would never return.
+        let input = io::Cursor::new(&b"1 a\n2 "[..]).chain(io::repeat(b'k'));
+        let store = MemoryStore::new();
+        let mut out = Vec::new();
+        let result = replay_with(memory(&store), input, &mut out, Progress::Off, BLOCK_BYTES);
+        let err = result.unwrap_err().to_string();
+        assert!(
+            err.starts_with("line 2: the line is longer than 65536 bytes ('2 kkk"),
+            "{err}"
+        );
+        assert_eq!(out, sequential(b"1 a\n"));
     }
 
     /// Accepts `room` bytes, then fails every write.
