@@ -4,6 +4,7 @@
 #
 #   scripts/bench-peers.sh [rounds=5] [duration=10s] [connections=50] [threads=2] [scenario...]
 #   scripts/bench-peers.sh redis-anchor [rounds=3]
+#   scripts/bench-peers.sh replay [rounds=3] [lines=10000000]
 #
 # HTTP mode. Scenarios (default: all available), each `wrk --latency` with
 # a key drawn from 10,000 at random per request and limits no run reaches
@@ -51,12 +52,20 @@
 #                 with one GCRA item, as the store sends it before Redis 7
 #   rw_fcall_gcra FCALL of the same code as a function library, as the
 #                 store sends it on Redis 7 (crates/ratewarden-redis/src/scripts.rs)
+#
+# replay mode: `ratewarden replay` on the memory store of a trace of LINES
+# lines over 100,000 keys (scripts/gen-trace.py LINES 100000 42, written
+# once into $PEERS), every algorithm (limit 10 per 1 s), rounds
+# interleaved: median wall seconds and decisions per second (the aim:
+# 10 M/s). REPLAY_BASE_BIN, when set, is a second build measured in the
+# same rounds, and the table gives the ratio to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${RATEWARDEN_PEERS_DIR:-$HOME/.cache/ratewarden-peers}
 cmdline="scripts/bench-peers.sh $*"
 mode=http
 [ "${1:-}" != redis-anchor ] || { mode=redis-anchor; shift; }
+[ "${1:-}" != replay ] || { mode=replay; shift; }
 rounds=${1:-5} duration=${2:-10s} conns=${3:-50} threads=${4:-2}
 fail() { echo "bench-peers: $*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null || fail "$1 is missing: apt-get install -y $2"; }
@@ -170,6 +179,48 @@ redis.register_function('bench_batch', function(keys, argv) return batches(keys,
   done
   echo
   echo "command: $cmdline ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/Redis \1/'), redis-cell $cell_v), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  exit 0
+fi
+
+if [ "$mode" = replay ]; then
+  rounds=${1:-3} lines=${2:-10000000}
+  [ -n "${RATEWARDEN_BIN:-}" ] || cargo build --release --quiet -p ratewarden-server --bin ratewarden
+  builds=(this "${RATEWARDEN_BIN:-${CARGO_TARGET_DIR:-target}/release/ratewarden}")
+  [ -z "${REPLAY_BASE_BIN:-}" ] || builds=(base "$REPLAY_BASE_BIN" "${builds[@]}")
+  trace=$PEERS/trace-$lines-100000-42.txt
+  if [ ! -f "$trace" ]; then
+    mkdir -p "$PEERS"
+    python3 scripts/gen-trace.py "$lines" 100000 42 >"$trace.part" && mv "$trace.part" "$trace"
+  fi
+  algorithms=(gcra fixed_window sliding_window sliding_log)
+  declare -A secs
+  TIMEFORMAT=%R
+  for round in $(seq 1 "$rounds"); do
+    wait_for_compilers
+    for alg in "${algorithms[@]}"; do
+      for ((i = 0; i < ${#builds[@]}; i += 2)); do
+        name=${builds[i]}
+        s=$({ time "${builds[i + 1]}" replay --algorithm "$alg" --limit 10 --window 1s \
+          <"$trace" >/dev/null 2>"$tmp/replay.err" || fail "replay failed: $(tail -1 "$tmp/replay.err")"; } 2>&1)
+        echo "round $round: $alg $name ${s} s"
+        secs[$alg $name]+="$s "
+      done
+    done
+  done
+  echo
+  echo "| algorithm | build | median s | decisions/s | vs base |"
+  echo "| --- | --- | ---: | ---: | ---: |"
+  for alg in "${algorithms[@]}"; do
+    base=$(median <<<"${secs[$alg base]:-}")
+    for ((i = 0; i < ${#builds[@]}; i += 2)); do
+      name=${builds[i]} m=$(median <<<"${secs[$alg ${builds[i]}]}")
+      vs=; [ -z "$base" ] || vs=$(awk -v a="$base" -v b="$m" 'BEGIN {printf "%.2fx", a / b}')
+      rate=$(awk -v n="$lines" -v t="$m" 'BEGIN {printf "%.2f M", n / t / 1e6}')
+      echo "| $alg | $name | $m | $rate | $vs |"
+    done
+  done
+  echo
+  echo "command: $cmdline (trace: scripts/gen-trace.py $lines 100000 42), $(date -u '+%Y-%m-%d %H:%M UTC')"
   exit 0
 fi
 
