@@ -563,19 +563,17 @@ fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
     // window) found its count expired and allowed a request it must deny.
     let redis = ratewarden_testkit::redis_server::RedisServer::start();
     let store = redis.url();
-    let output = replay(
-        &[
-            "--algorithm",
-            "fixed_window",
-            "--limit",
-            "2",
-            "--window",
-            "1s",
-            "--store",
-            &store,
-        ],
-        "0 a\n0 a\n",
-    );
+    let args = [
+        "--algorithm",
+        "fixed_window",
+        "--limit",
+        "2",
+        "--window",
+        "1s",
+        "--store",
+        &store,
+    ];
+    let output = replay(&args, "0 a\n0 a\n");
     assert_eq!(stdout(&output), "0 a allow 1 0\n0 a allow 0 0\n");
     let keys = redis.command(&["KEYS", "*"]);
     let key = keys
@@ -589,18 +587,6 @@ fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
     assert!(ttl > day - 60_000 && ttl <= day + 1_000, "PTTL {ttl}");
     // A request at the same trace instant, however late in wall time, is
     // still counted against the window.
-    let output = replay(
-        &[
-            "--algorithm",
-            "fixed_window",
-            "--limit",
-            "2",
-            "--window",
-            "1s",
-            "--store",
-            &store,
-        ],
-        "500 a\n",
-    );
+    let output = replay(&args, "500 a\n");
     assert_eq!(stdout(&output), "500 a deny 0 500\n");
 }

@@ -380,6 +380,8 @@ impl<W: Write> Writer<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
     use ratewarden_core::{Algorithm, MemoryStore, Policy, Quota};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
@@ -388,15 +390,8 @@ mod tests {
     /// cost, some with tabs or CRLF), blank and comment lines, and no
     /// newline after the last line.
     fn trace(lines: usize) -> Vec<u8> {
-        let mut state = 42u64;
-        let mut next = move || {
-            // SplitMix64.
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
+        let mut rng = StdRng::seed_from_u64(42);
+        let mut next = move || rng.random::<u64>();
         let mut now = 1_700_000_000_000u64;
         let mut out = String::new();
         for _ in 0..lines {
