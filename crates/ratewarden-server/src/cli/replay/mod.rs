@@ -21,8 +21,9 @@
 //!   numbers formatted with `itoa` into a [`BufWriter`](std::io::BufWriter). One thread reads,
 //!   parses and writes; a second decides each block's requests while the
 //!   first parses the next block and writes the previous one
-//!   (`replay/pipeline.rs`): 1.7× the decisions per second of one thread on the
-//!   memory store, with the same output byte for byte. On the memory store
+//!   (`replay/pipeline.rs`): 1.2–1.7× the decisions per second of one
+//!   thread on the memory store (the cheaper the algorithm's decision, the
+//!   more), with the same output byte for byte. On the memory store
 //!   nothing is allocated per line
 //!   ([`MemoryStore::acquire_single_now`](ratewarden_core::MemoryStore::acquire_single_now)
 //!   takes the key's bytes); other stores get a [`Key`] per request.
@@ -216,7 +217,7 @@ pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
 
 /// The store's configuration for a replay: a Redis store's keys get
 /// [`REDIS_TTL_SLACK`] on top of their TTLs.
-pub fn for_replay(store: &StoreConfig) -> StoreConfig {
+fn for_replay(store: &StoreConfig) -> StoreConfig {
     match store {
         StoreConfig::Redis(config) => {
             StoreConfig::Redis(config.clone().with_ttl_slack(REDIS_TTL_SLACK))

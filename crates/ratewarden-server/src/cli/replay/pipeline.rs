@@ -3,8 +3,9 @@
 //! its requests, and hands it to a second thread, which decides the
 //! requests one by one, in trace order, on the one store; the calling
 //! thread then writes the block's decisions and counts them while the next
-//! block is being decided. Parsing and writing are about half the work of
-//! a decision on the memory store, so on two cores the two halves overlap.
+//! block is being decided. On the memory store reading, parsing and
+//! writing are about a third of the work and deciding two thirds
+//! (BENCHMARKS.md), so on two cores the deciding thread sets the pace.
 //!
 //! Nothing changes in what is decided: one thread decides, in the trace's
 //! order, exactly as a plain loop would (the output is byte-identical).
