@@ -6,7 +6,7 @@
 //! its side after sending it (hyper's `half_close`).
 //!
 //! - [`serve`]: the accept loop and graceful shutdown.
-//! - `io.rs`: [`io::GuardedIo`], the socket that enforces the timeouts.
+//! - `io.rs`: `io::GuardedIo`, the socket that enforces the timeouts.
 //!
 //! Metrics: `ratewarden_connections{state="open"}` (a gauge),
 //! `ratewarden_connections_closed_total{reason}` with `header_timeout`,
