@@ -88,12 +88,7 @@ where
         progress,
         finished: false,
     };
-    let mut writer = Writer {
-        out: BufWriter::with_capacity(64 * 1024, output),
-        numbers: itoa::Buffer::new(),
-        summary: Summary::default(),
-        denials: HashMap::default(),
-    };
+    let mut writer = Writer::new(output);
     let stopped = thread::scope(|scope| {
         let (to_decide, blocks) = sync_channel::<Block>(AHEAD);
         let (to_write, decided) = sync_channel::<Block>(AHEAD);
@@ -160,7 +155,6 @@ where
     D: FnMut(&[u8], Attempt) -> Result<Decision, StoreError>,
 {
     for mut block in blocks {
-        let mut failed = false;
         for request in &block.requests {
             let attempt = Attempt {
                 now: Timestamp::from_unix_millis(request.unix_ms),
@@ -173,11 +167,12 @@ where
                         line: request.line,
                         error,
                     });
-                    failed = true;
                     break;
                 }
             }
         }
+        // Fewer decisions than requests: the store failed.
+        let failed = block.decisions.len() < block.requests.len();
         if decided.send(block).is_err() || failed {
             return;
         }
@@ -329,6 +324,16 @@ struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
+    /// A writer of decisions to `output`, through a 64 KiB buffer.
+    fn new(output: W) -> Writer<W> {
+        Writer {
+            out: BufWriter::with_capacity(64 * 1024, output),
+            numbers: itoa::Buffer::new(),
+            summary: Summary::default(),
+            denials: HashMap::default(),
+        }
+    }
+
     /// Writes the block's decisions, then returns its `stop`, if any.
     fn write(&mut self, block: &mut Block) -> Result<(), ReplayError> {
         for (request, decision) in block.requests.iter().zip(&block.decisions) {
@@ -420,12 +425,7 @@ mod tests {
     fn sequential(input: &[u8]) -> Vec<u8> {
         let policy = policy();
         let store = MemoryStore::new();
-        let mut writer = Writer {
-            out: BufWriter::new(Vec::new()),
-            numbers: itoa::Buffer::new(),
-            summary: Summary::default(),
-            denials: HashMap::default(),
-        };
+        let mut writer = Writer::new(Vec::new());
         for line in input.split_inclusive(|&b| b == b'\n') {
             let Some(request) = parse_line(line).unwrap() else {
                 continue;
