@@ -262,6 +262,7 @@ impl Application {
             Arc::clone(limiter.activity()).run_until(Arc::clone(limiter.clock()), stop.clone()),
         );
         let summaries = tokio::spawn(tick_logs(Arc::clone(&limiter), stop.clone()));
+        let upkeep = tokio::spawn(http::ops::metrics::upkeep_until(stop.clone()));
         let store = Arc::clone(limiter.store());
         // Cancelled by the signal, or by a server that ends on its own;
         // `/readyz` answers 503 from then on.
@@ -319,6 +320,7 @@ impl Application {
         let _ = pruning.await;
         let _ = activity.await;
         let _ = summaries.await;
+        let _ = upkeep.await;
         store.close().await;
         tracing::info!("stopped");
         served

@@ -5,14 +5,20 @@
 //! the first [`ratewarden_limiter::Limiter`] registers its handles
 //! (handles registered with no recorder installed stay no-ops).
 //! Histograms (`*_duration_seconds`) are true Prometheus histograms with
-//! the buckets of [`DURATION_BUCKETS`], in seconds.
+//! the buckets of [`DURATION_BUCKETS`], in seconds. The exporter keeps
+//! every recorded sample until an upkeep folds them into the buckets;
+//! [`upkeep_until`] runs one every [`UPKEEP_INTERVAL`], whether or not
+//! anyone scrapes.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use tokio_util::sync::CancellationToken;
 
 use crate::http::problem::ApiError;
 use crate::state::AppState;
@@ -50,6 +56,46 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             }
         })
         .as_ref()
+}
+
+/// How often [`upkeep_until`] folds the histograms' samples into their
+/// buckets: one second, so that the samples held at any time are a
+/// second's worth (two per decision, 8 bytes each).
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs the recorder's upkeep every [`UPKEEP_INTERVAL`] until `stop`
+/// (nothing when no recorder is installed). Without it every histogram
+/// sample stays in memory until the next scrape: about 40 bytes per
+/// decision, without bound where no one scrapes `/metrics`
+/// (metrics-exporter-prometheus, "Upkeep and maintenance": the caller of
+/// `install_recorder` must run it). Each upkeep runs on a blocking
+/// thread, so that folding a second's samples never holds up requests.
+pub async fn upkeep_until(stop: CancellationToken) {
+    let Some(handle) = RECORDER.get().and_then(Option::as_ref) else {
+        return;
+    };
+    repeat_until(UPKEEP_INTERVAL, stop, || async {
+        let _ = tokio::task::spawn_blocking(|| handle.run_upkeep()).await;
+    })
+    .await;
+}
+
+/// Awaits `step()` every `period` (the first after one period) until
+/// `stop`; a step that runs late delays the next rather than bunching.
+async fn repeat_until<F, S>(period: Duration, stop: CancellationToken, mut step: S)
+where
+    S: FnMut() -> F,
+    F: Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => step().await,
+            () = stop.cancelled() => return,
+        }
+    }
 }
 
 fn describe() {
@@ -146,4 +192,45 @@ pub async fn handle(State(state): State<AppState>) -> Response {
         handle.render(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    /// The upkeep's loop steps again and again, and ends at `stop` (the
+    /// bug it fixes: histograms kept every sample until a scrape). Waits
+    /// for events, not for time: a 1 ms period, 10 s at most.
+    #[tokio::test]
+    async fn upkeep_repeats_until_stopped() {
+        let steps = Arc::new(AtomicUsize::new(0));
+        let stepped = Arc::new(Notify::new());
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(repeat_until(Duration::from_millis(1), stop.clone(), {
+            let (steps, stepped) = (Arc::clone(&steps), Arc::clone(&stepped));
+            move || {
+                steps.fetch_add(1, Ordering::SeqCst);
+                stepped.notify_one();
+                std::future::ready(())
+            }
+        }));
+        let three = async {
+            while steps.load(Ordering::SeqCst) < 3 {
+                stepped.notified().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), three)
+            .await
+            .expect("three upkeeps within 10 s");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the loop ends at stop")
+            .unwrap();
+    }
 }
