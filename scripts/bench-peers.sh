@@ -37,10 +37,13 @@
 #
 # Binaries: RATEWARDEN_BIN and BARE_BIN (default: built here with cargo);
 # peers live in ${RATEWARDEN_PEERS_DIR:-~/.cache/ratewarden-peers} ($PEERS):
-# throttlecrab is `cargo install`ed into $PEERS/throttlecrab when missing;
+# throttlecrab is `cargo install`ed into $PEERS/throttlecrab when missing
+# (its build needs protoc: apt-get install -y protobuf-compiler);
 # limitador-server is ${LIMITADOR_BIN:-$PEERS/limitador-server} and is never
 # built here (not on crates.io: build it from its repository, outside this
-# project); without it the limitador scenarios are skipped.
+# project, with `cargo build --release -p limitador-server`, which needs
+# protoc and libclang-dev for its RocksDB bindings, about 40 minutes on 2
+# cores); without it the limitador scenarios are skipped.
 #
 # redis-anchor mode: what Redis itself does per call, at redis-benchmark's
 # -c 64 -r 10000 (random keys, every call allowed), beside ratewarden's
@@ -256,6 +259,9 @@ if [[ " ${scenarios[*]} " == *" limitador_"* ]] && [ ! -x "$limitador" ]; then
   read -ra scenarios <<<"$(printf '%s ' "${scenarios[@]}" | sed 's/limitador_[a-z]* //g')"
 fi
 if [[ " ${scenarios[*]} " == *" throttlecrab "* ]] && [ ! -x "$throttlecrab" ]; then
+  # Its build script compiles its gRPC protocol with protoc; without
+  # protoc the build fails with unresolved `throttlecrab_proto` imports.
+  need protoc protobuf-compiler
   cargo install --quiet throttlecrab-server --version 0.4.40 --locked --root "$PEERS/throttlecrab"
 fi
 

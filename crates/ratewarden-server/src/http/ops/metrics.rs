@@ -17,7 +17,6 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-
 use tokio_util::sync::CancellationToken;
 
 use crate::http::problem::ApiError;
