@@ -42,8 +42,8 @@
 # limitador-server is ${LIMITADOR_BIN:-$PEERS/limitador-server} and is never
 # built here (not on crates.io: build it from its repository, outside this
 # project, with `cargo build --release -p limitador-server`, which needs
-# protoc and libclang-dev for its RocksDB bindings, about 40 minutes on 2
-# cores); without it the limitador scenarios are skipped.
+# protoc and libclang-dev for its RocksDB bindings, 25 to 40 minutes on
+# 2 cores); without it the limitador scenarios are skipped.
 #
 # redis-anchor mode: what Redis itself does per call, at redis-benchmark's
 # -c 64 -r 10000 (random keys, every call allowed), beside ratewarden's
