@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ratewarden_config::{Settings, StoreConfig, StoreOptions};
 use ratewarden_core::{Clock, MemoryStore, Store};
@@ -330,13 +331,27 @@ impl Application {
 /// Logs the summaries of repeated errors that are due, every second, so
 /// that a burst that stops is summarised without waiting for the next.
 async fn tick_logs(limiter: Arc<Limiter>, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    repeat_until(Duration::from_secs(1), stop, || {
+        limiter.tick_logs();
+        http::admin::tick_logs();
+        std::future::ready(())
+    })
+    .await;
+}
+
+/// Awaits `step()` every `period` (the first after one period) until
+/// `stop`; a step that runs late delays the next rather than bunching.
+pub(crate) async fn repeat_until<F, S>(period: Duration, stop: CancellationToken, mut step: S)
+where
+    S: FnMut() -> F,
+    F: Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
     loop {
         tokio::select! {
-            _ = tick.tick() => {
-                limiter.tick_logs();
-                http::admin::tick_logs();
-            }
+            _ = tick.tick() => step().await,
             () = stop.cancelled() => return,
         }
     }
@@ -384,4 +399,46 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received; finishing in-flight requests");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::sync::Notify;
+
+    use super::*;
+
+    /// The loop of the background tasks (the metrics upkeep, the log
+    /// summaries) steps again and again, and ends at `stop` (the
+    /// upkeep's bug: histograms kept every sample until a scrape). Waits
+    /// for events, not for time: a 1 ms period, 10 s at most.
+    #[tokio::test]
+    async fn upkeep_repeats_until_stopped() {
+        let steps = Arc::new(AtomicUsize::new(0));
+        let stepped = Arc::new(Notify::new());
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(repeat_until(Duration::from_millis(1), stop.clone(), {
+            let (steps, stepped) = (Arc::clone(&steps), Arc::clone(&stepped));
+            move || {
+                steps.fetch_add(1, Ordering::SeqCst);
+                stepped.notify_one();
+                std::future::ready(())
+            }
+        }));
+        let three = async {
+            while steps.load(Ordering::SeqCst) < 3 {
+                stepped.notified().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), three)
+            .await
+            .expect("three upkeeps within 10 s");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the loop ends at stop")
+            .unwrap();
+    }
 }

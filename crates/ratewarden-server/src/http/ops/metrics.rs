@@ -73,28 +73,10 @@ pub async fn upkeep_until(stop: CancellationToken) {
     let Some(handle) = RECORDER.get().and_then(Option::as_ref) else {
         return;
     };
-    repeat_until(UPKEEP_INTERVAL, stop, || async {
+    crate::startup::repeat_until(UPKEEP_INTERVAL, stop, || async {
         let _ = tokio::task::spawn_blocking(|| handle.run_upkeep()).await;
     })
     .await;
-}
-
-/// Awaits `step()` every `period` (the first after one period) until
-/// `stop`; a step that runs late delays the next rather than bunching.
-async fn repeat_until<F, S>(period: Duration, stop: CancellationToken, mut step: S)
-where
-    S: FnMut() -> F,
-    F: Future<Output = ()>,
-{
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => step().await,
-            () = stop.cancelled() => return,
-        }
-    }
 }
 
 fn describe() {
@@ -191,45 +173,4 @@ pub async fn handle(State(state): State<AppState>) -> Response {
         handle.render(),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tokio::sync::Notify;
-
-    use super::*;
-
-    /// The upkeep's loop steps again and again, and ends at `stop` (the
-    /// bug it fixes: histograms kept every sample until a scrape). Waits
-    /// for events, not for time: a 1 ms period, 10 s at most.
-    #[tokio::test]
-    async fn upkeep_repeats_until_stopped() {
-        let steps = Arc::new(AtomicUsize::new(0));
-        let stepped = Arc::new(Notify::new());
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(repeat_until(Duration::from_millis(1), stop.clone(), {
-            let (steps, stepped) = (Arc::clone(&steps), Arc::clone(&stepped));
-            move || {
-                steps.fetch_add(1, Ordering::SeqCst);
-                stepped.notify_one();
-                std::future::ready(())
-            }
-        }));
-        let three = async {
-            while steps.load(Ordering::SeqCst) < 3 {
-                stepped.notified().await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(10), three)
-            .await
-            .expect("three upkeeps within 10 s");
-        stop.cancel();
-        tokio::time::timeout(Duration::from_secs(10), task)
-            .await
-            .expect("the loop ends at stop")
-            .unwrap();
-    }
 }
