@@ -184,10 +184,14 @@ pub(crate) fn reset(
     Ok(live)
 }
 
-/// Deletes rows whose state equals no state at `now`, at most
-/// [`crate::prune::CHUNK`] of them: every row knows its own expiry, so no
-/// window length is needed.
-pub(crate) fn prune(conn: &Connection, table: Table, now: Timestamp) -> rusqlite::Result<u64> {
+/// Deletes rows whose state equals no state at `now`, at most `rows` of
+/// them: every row knows its own expiry, so no window length is needed.
+pub(crate) fn prune(
+    conn: &Connection,
+    table: Table,
+    now: Timestamp,
+    rows: u64,
+) -> rusqlite::Result<u64> {
     let (name, condition) = match table {
         Table::SlidingWindow => ("rw_sliding_window", "expires <= ?1"),
         Table::Gcra => ("rw_gcra", "tat <= ?1"),
@@ -197,7 +201,8 @@ pub(crate) fn prune(conn: &Connection, table: Table, now: Timestamp) -> rusqlite
         name,
         "policy, key",
         condition,
-        [int(now.as_unix_nanos())],
+        int(now.as_unix_nanos()),
+        rows,
     )
 }
 

@@ -203,18 +203,21 @@ pub(crate) fn reset(
 /// Deletes seed windows that started more than two `longest_window`s ago
 /// (seed A), plus one second: a window start written with a fraction sorts
 /// before the whole-second text of the same second, so the cutoff is kept
-/// a second further back than needed. Own windows know their end.
+/// a second further back than needed. Own windows know their end. At
+/// most `rows` rows of each table.
 pub(crate) fn prune(
     conn: &Connection,
     longest_window: Duration,
     now: Timestamp,
+    rows: u64,
 ) -> rusqlite::Result<u64> {
     let own = prune::some(
         conn,
         "rw_fixed_window",
         "policy, key",
         "expires <= ?1",
-        [int(now.as_unix_nanos())],
+        int(now.as_unix_nanos()),
+        rows,
     )?;
     let two_windows = longest_window
         .saturating_mul(2)
@@ -231,20 +234,22 @@ pub(crate) fn prune(
         "rate_limit_windows",
         "key, window_start",
         "window_start < ?1",
-        [cutoff],
+        cutoff,
+        rows,
     )?;
     Ok(own + seed)
 }
 
-/// Deletes audit rows older than `retention`.
+/// Deletes audit rows older than `retention`, at most `rows` of them.
 pub(crate) fn prune_audit(
     conn: &Connection,
     retention: Duration,
     now: Timestamp,
+    rows: u64,
 ) -> rusqlite::Result<u64> {
     if now.as_unix_nanos() < ratewarden_core::clock::duration_nanos(retention) {
         return Ok(0);
     }
     let cutoff = timefmt::nanos(now.saturating_sub(retention));
-    prune::some(conn, "api_calls", "rowid", "called_at < ?1", [cutoff])
+    prune::some(conn, "api_calls", "rowid", "called_at < ?1", cutoff, rows)
 }

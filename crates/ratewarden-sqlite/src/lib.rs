@@ -43,7 +43,8 @@
 //! - `audit.rs`: the audit log's sampling and its count of rows.
 //! - `fixed_window.rs`, `sliding_log.rs`, `counters.rs` (sliding window
 //!   counter, GCRA): read, write, status, reset and prune per algorithm.
-//! - `prune.rs`: pruning in bounded steps (at most 2,000 rows a statement).
+//! - `prune.rs`: pruning in short steps (about 1 ms each: the rows per
+//!   statement follow the cost of the last step).
 //! - `keys.rs`: which table holds a policy's state (the seed policies keep
 //!   the seeds' tables) and how keys map onto the key columns.
 //! - `timefmt.rs`: the UTC ISO 8601 text of the time columns.
@@ -229,6 +230,7 @@ impl SqliteStore {
             batch_max: options.batch_max.max(1),
             audit_retention: options.audit_retention,
             audit_log: AuditLog::new(options.audit_sample, Arc::clone(&audit_rows)),
+            prune_step: prune::StepSize::new(),
             checkpointer: Some(checkpointer),
             file_lock,
         };

@@ -293,11 +293,12 @@ pub(crate) fn reset(
 }
 
 /// Deletes events that have left every window of at most `longest_window`
-/// (`now − e >= W`), in both tables.
+/// (`now − e >= W`), in both tables, at most `rows` rows of each.
 pub(crate) fn prune(
     conn: &Connection,
     longest_window: Duration,
     now: Timestamp,
+    rows: u64,
 ) -> rusqlite::Result<u64> {
     let w = ratewarden_core::clock::duration_nanos(longest_window);
     let Some(cutoff) = now.as_unix_nanos().checked_sub(w) else {
@@ -308,9 +309,17 @@ pub(crate) fn prune(
         "rw_sliding_log",
         "policy, key, at",
         "at <= ?1",
-        [int(cutoff)],
+        int(cutoff),
+        rows,
     )?;
     let cutoff = timefmt::nanos(Timestamp::from_unix_nanos(cutoff));
-    let seed = prune::some(conn, "rate_events", "rowid", "created_at <= ?1", [cutoff])?;
+    let seed = prune::some(
+        conn,
+        "rate_events",
+        "rowid",
+        "created_at <= ?1",
+        cutoff,
+        rows,
+    )?;
     Ok(own + seed)
 }

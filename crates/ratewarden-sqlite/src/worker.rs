@@ -14,9 +14,6 @@
 
 use std::time::{Duration, Instant};
 
-/// How long the worker polls for more jobs before it sleeps.
-const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
-
 use ratewarden_core::{Algorithm, Decision, Key, KeyMatch, Policy, Timestamp};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
@@ -26,7 +23,18 @@ use crate::batch::{self, OwnedBatch};
 use crate::checkpoint::Checkpointer;
 use crate::counters::{self, Table};
 use crate::lock::FileLock;
+use crate::prune::StepSize;
 use crate::{fixed_window, sliding_log};
+
+/// How long the worker polls for more jobs before it sleeps.
+const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
+/// While decisions are waiting, they get at least this many times the
+/// time of a prune step before the next step: a prune takes at most half
+/// of the writer from a load that never pauses, enough to delete as fast
+/// as such a load inserts (a sliding-log event costs about as much to
+/// insert as to delete: the same three B-trees).
+const DECISIONS_PER_PRUNE: u32 = 1;
 
 /// An owned [`KeyMatch`].
 #[derive(Debug)]
@@ -96,6 +104,8 @@ pub(crate) struct Worker {
     pub batch_max: usize,
     pub audit_retention: Duration,
     pub audit_log: AuditLog,
+    /// The rows per prune statement (`prune.rs`).
+    pub prune_step: StepSize,
     /// Checkpoints off this thread (`checkpoint.rs`); stopped, and its
     /// connection closed, before `file_lock` is released.
     pub checkpointer: Option<Checkpointer>,
@@ -157,10 +167,13 @@ impl Worker {
         false
     }
 
-    /// Runs a prune as steps of at most [`crate::prune::CHUNK`] rows per
-    /// table, one transaction each, until a step deletes nothing; the
-    /// decisions queued meanwhile run between the steps, so a large prune
-    /// never holds them up for long. Answers the total. True when a
+    /// Runs a prune as steps of about [`crate::prune::STEP_TARGET`] each
+    /// (one transaction), until a step deletes nothing. Between two steps
+    /// the decisions queued meanwhile run, batch after batch, until none
+    /// is waiting or they have had [`DECISIONS_PER_PRUNE`] times the
+    /// step's time: a queued decision waits for at most one step, and
+    /// under a load that never lets the queue empty the prune still gets
+    /// its share and finishes. Answers the total. True when a
     /// [`Job::Close`] arrived meanwhile (the prune is finished first).
     fn prune_in_steps(
         &mut self,
@@ -173,7 +186,10 @@ impl Worker {
         let mut total = 0;
         let answer = loop {
             let mut results = Vec::with_capacity(1);
+            let started = Instant::now();
             let step = self.transaction([&op], &mut results, false);
+            let took = started.elapsed();
+            self.prune_step.took(took);
             match (step, results.pop()) {
                 (Ok(()), Some(Ok(Reply::Deleted(0)))) => break Ok(Reply::Deleted(total)),
                 (Ok(()), Some(Ok(Reply::Deleted(n)))) => total += n,
@@ -181,9 +197,17 @@ impl Worker {
                 (Ok(()), None) => break Ok(Reply::Deleted(total)),
                 (Err(e), _) => break Err(e.into_error()),
             }
-            if !closing {
+            let share = took.saturating_mul(DECISIONS_PER_PRUNE);
+            let until = Instant::now() + share;
+            while !closing {
                 closing = self.take_queued(None, batch, &mut later);
+                if batch.is_empty() {
+                    break;
+                }
                 self.run_batch(batch);
+                if Instant::now() >= until {
+                    break;
+                }
             }
         };
         let _ = reply.send(answer);
@@ -265,19 +289,22 @@ impl Worker {
         // Every statement here is prepared once and cached (rusqlite's
         // `Transaction` would prepare `BEGIN` and `COMMIT` anew each time).
         let (conn, audit_log) = (&self.conn, &mut self.audit_log);
+        let limits = Limits {
+            audit_retention: self.audit_retention,
+            prune_rows: self.prune_step.rows(),
+        };
         let begin = conn.prepare_cached("BEGIN IMMEDIATE")?.execute([]);
         begin.map_err(Failure::Transaction)?;
         let body = (|| {
             for op in batch {
                 if !savepoints {
-                    let reply =
-                        execute(conn, op, self.audit_retention, audit_log).map_err(Failure::Job)?;
+                    let reply = execute(conn, op, limits, audit_log).map_err(Failure::Job)?;
                     results.push(Ok(reply));
                     continue;
                 }
                 conn.prepare_cached("SAVEPOINT op")?.execute([])?;
                 let mark = audit_log.mark();
-                let result = execute(conn, op, self.audit_retention, audit_log);
+                let result = execute(conn, op, limits, audit_log);
                 if result.is_err() {
                     conn.prepare_cached("ROLLBACK TO op")?.execute([])?;
                     audit_log.rolled_back_to(mark);
@@ -328,12 +355,25 @@ impl From<rusqlite::Error> for Failure {
     }
 }
 
+/// What [`execute`] needs of the worker's settings.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// How long audit rows are kept.
+    audit_retention: Duration,
+    /// The most rows a prune statement deletes.
+    prune_rows: u64,
+}
+
 fn execute(
     conn: &Connection,
     op: &Op,
-    audit_retention: Duration,
+    limits: Limits,
     audit_log: &mut AuditLog,
 ) -> rusqlite::Result<Reply> {
+    let Limits {
+        audit_retention,
+        prune_rows: rows,
+    } = limits;
     Ok(match op {
         Op::Acquire(b) => Reply::Decisions(batch::acquire(conn, b, audit_log)?),
         Op::Status { policy, key, now } => Reply::Decision(batch::status(conn, policy, key, *now)?),
@@ -354,12 +394,12 @@ fn execute(
             now,
         } => Reply::Deleted(match algorithm {
             Algorithm::FixedWindow => {
-                fixed_window::prune(conn, *longest_window, *now)?
-                    + fixed_window::prune_audit(conn, audit_retention, *now)?
+                fixed_window::prune(conn, *longest_window, *now, rows)?
+                    + fixed_window::prune_audit(conn, audit_retention, *now, rows)?
             }
-            Algorithm::SlidingLog => sliding_log::prune(conn, *longest_window, *now)?,
-            Algorithm::SlidingWindow => counters::prune(conn, Table::SlidingWindow, *now)?,
-            Algorithm::Gcra => counters::prune(conn, Table::Gcra, *now)?,
+            Algorithm::SlidingLog => sliding_log::prune(conn, *longest_window, *now, rows)?,
+            Algorithm::SlidingWindow => counters::prune(conn, Table::SlidingWindow, *now, rows)?,
+            Algorithm::Gcra => counters::prune(conn, Table::Gcra, *now, rows)?,
         }),
     })
 }
@@ -435,6 +475,7 @@ mod tests {
             batch_max: 256,
             audit_retention: Duration::from_secs(3600),
             audit_log: AuditLog::new(1, Arc::clone(&written)),
+            prune_step: StepSize::new(),
             checkpointer: None,
             file_lock,
         };

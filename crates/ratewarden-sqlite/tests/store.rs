@@ -1028,8 +1028,9 @@ async fn the_audit_log_keeps_every_one_in_n_allowed_requests_or_none() {
     }
 }
 
-/// A prune of more rows than one step takes (2,000 per statement) runs
-/// step after step until nothing is left, and answers the total.
+/// A prune of more rows than one step takes (at most 4,000 per
+/// statement) runs step after step until nothing is left, and answers
+/// the total.
 #[tokio::test]
 async fn a_large_prune_runs_in_steps_and_deletes_everything_due() {
     let (_dir, path) = temp_db();
@@ -1044,19 +1045,60 @@ async fn a_large_prune_runs_in_steps_and_deletes_everything_due() {
         let conn = sql(&path);
         conn.execute(
             "INSERT INTO rate_events (user_id, endpoint, created_at)
-             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4999)
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 9999)
              SELECT i, '/a', '2026-01-01T00:00:00.000000000Z' FROM n",
             [],
         )
         .unwrap();
-        assert_eq!(rows(&conn, "rate_events"), 5_000);
+        assert_eq!(rows(&conn, "rate_events"), 10_000);
     }
     let deleted = store
         .prune(Algorithm::SlidingLog, Duration::from_secs(10), at(20))
         .await
         .unwrap();
-    assert_eq!(deleted, 5_000);
+    assert_eq!(deleted, 10_000);
     assert_eq!(rows(&sql(&path), "rate_events"), 0);
+    store.close().await;
+}
+
+/// Decisions go on while a long prune runs: the prune yields the writer
+/// between its steps, so decisions sent after it started are answered
+/// (and stored exactly) before it finishes, not after.
+#[tokio::test]
+async fn decisions_are_answered_between_the_steps_of_a_long_prune() {
+    let (_dir, path) = temp_db();
+    let store = open(&path);
+    {
+        let conn = sql(&path);
+        conn.execute(
+            "INSERT INTO rate_events (user_id, endpoint, created_at)
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000)
+             SELECT i % 5000, '/a', '2026-01-01T00:00:00.000000000Z' FROM n",
+            [],
+        )
+        .unwrap();
+    }
+    let p = policy(Algorithm::FixedWindow, 1_000_000, 60);
+    let alice = key(["alice"]);
+    let prune = store.prune(Algorithm::SlidingLog, Duration::from_secs(10), at(20));
+    tokio::pin!(prune);
+    let mut meanwhile = 0;
+    let deleted = loop {
+        tokio::select! {
+            biased;
+            deleted = &mut prune => break deleted.unwrap(),
+            d = acquire(&store, &p, &alice, at(20)) => {
+                assert!(d.allowed());
+                meanwhile += 1;
+                assert_eq!(d.used, meanwhile, "decision {meanwhile}: counted exactly once");
+            }
+        }
+    };
+    assert_eq!(deleted, 50_000);
+    assert!(
+        meanwhile >= 3,
+        "only {meanwhile} decisions answered during the prune"
+    );
     store.close().await;
 }
 
