@@ -29,8 +29,9 @@
 # serves every round. A round in which wrk saw a non-2xx answer or a socket
 # error fails its scenario (reported, left out of every figure).
 # Prints a line per scenario and round, then a Markdown table (median req/s,
-# ratio to bare's median, median p99), paired ratios (the ratio within each
-# round, then its median), the SQLite file's size, the command and date.
+# ratio to bare's median, median p99), paired ratios of req/s and of p99
+# (the ratio within each round, then its median), the SQLite file's size,
+# the command and date.
 #
 # Before each round it waits while a compiler (rustc, cc1, cc1plus) runs, up
 # to WAIT_FOR_RUSTC seconds (default 600), then says the round is noisy.
@@ -390,15 +391,27 @@ for s in "${scenarios[@]}"; do
   printf '| %s | %s | %s | %.2f |\n' "$s" "$(printf '%.0f' "$m" | commas)" "$vs" "$(med_of p99 "$s")"
 done
 echo
-for pair in rw_mem_ping/bare rw_mem_ping/bare_full bare_full/throttlecrab rw_mem_ping/throttlecrab rw_mem_v1/throttlecrab rw_mem_ping/limitador_mem \
-  rw_sqlite_ping/limitador_mem rw_sqlite_check/limitador_mem rw_sqlite_ping/rw_mem_ping rw_sqlite_ping/rw_sqlite_ping1 \
-  rw_redis_ping/limitador_redis rw_redis_check/limitador_redis; do
-  a=${pair%/*} b=${pair#*/}
-  ok "$a" && ok "$b" || continue
-  per=$(for i in $(seq 1 "$rounds"); do
-    awk -v x="${rps[$a:$i]}" -v y="${rps[$b:$i]}" 'BEGIN {printf "%.2f ", x / y}'; done)
-  echo "paired $a / $b: $(median <<<"$per" | xargs printf "%.2f")x (per round: ${per% })"
-done
+# paired ARRAY LABEL PAIR...: for each a/b pair both of whose scenarios
+# ran, the median of the rounds' ratios of ARRAY (rps or p99) and the
+# ratios themselves.
+paired() {
+  local -n arr=$1
+  local label=$2 pair a b i per
+  shift 2
+  for pair in "$@"; do
+    a=${pair%/*} b=${pair#*/}
+    ok "$a" && ok "$b" || continue
+    per=$(for i in $(seq 1 "$rounds"); do
+      awk -v x="${arr[$a:$i]}" -v y="${arr[$b:$i]}" 'BEGIN {printf "%.2f ", x / y}'; done)
+    echo "$label $a / $b: $(median <<<"$per" | xargs printf "%.2f")x (per round: ${per% })"
+  done
+}
+paired rps paired rw_mem_ping/bare rw_mem_ping/bare_full bare_full/throttlecrab rw_mem_ping/throttlecrab \
+  rw_mem_v1/throttlecrab rw_mem_ping/limitador_mem rw_sqlite_ping/limitador_mem rw_sqlite_check/limitador_mem \
+  rw_sqlite_ping/rw_mem_ping rw_sqlite_ping/rw_sqlite_ping1 rw_redis_ping/limitador_redis rw_redis_check/limitador_redis
+# The p99 aims: the SQLite store's tail against the memory store's, the
+# memory store's against the peers' (a ratio above 1 is a longer tail).
+paired p99 "paired p99" rw_sqlite_ping/rw_mem_ping rw_mem_ping/bare rw_mem_ping/throttlecrab
 if [ -n "${started[throttlecrab]:-}" ]; then # it answers 200 with "allowed":false when it denies
   denied=$(curl -s "http://127.0.0.1:${port[throttlecrab]}/metrics" | awk '/^throttlecrab_requests_denied / {print $2}')
   [ "${denied:-0}" = 0 ] || echo "warning: throttlecrab denied $denied requests (200 with allowed=false)"
