@@ -40,13 +40,19 @@ impl StepSize {
         self.rows
     }
 
-    /// The last step took `took`: scales the size towards
-    /// [`STEP_TARGET`], at most doubling it at once (a step that found
-    /// little to delete was quick for that reason, not because rows are
-    /// cheap).
-    pub(crate) fn took(&mut self, took: Duration) {
+    /// The last step took `took` and deleted `deleted` rows: scales the
+    /// size towards [`STEP_TARGET`]. Only a step that deleted its whole
+    /// size may grow it, at most doubling it at once: a step that found
+    /// fewer rows was quick for that reason, not because rows are cheap
+    /// (growing on the empty last step of every prune would leave the
+    /// size at its ceiling, and the next large prune's first step long).
+    pub(crate) fn took(&mut self, took: Duration, deleted: u64) {
         let scaled = u128::from(self.rows) * STEP_TARGET.as_nanos() / took.as_nanos().max(1);
-        let ceiling = MAX_ROWS.min(self.rows.saturating_mul(2));
+        let ceiling = if deleted >= self.rows {
+            MAX_ROWS.min(self.rows.saturating_mul(2))
+        } else {
+            self.rows
+        };
         self.rows = u64::try_from(scaled)
             .unwrap_or(u64::MAX)
             .clamp(MIN_ROWS, ceiling);
@@ -81,20 +87,34 @@ mod tests {
     fn the_step_size_follows_the_cost_of_a_step() {
         let mut size = StepSize::new();
         // Ten times too slow: a tenth of the rows.
-        size.took(STEP_TARGET * 10);
+        size.took(STEP_TARGET * 10, 256);
         assert_eq!(size.rows(), 25);
         // Never below the floor, however slow.
-        size.took(Duration::from_secs(1));
+        size.took(Duration::from_secs(1), 25);
         assert_eq!(size.rows(), MIN_ROWS);
-        // Quick steps: at most doubling each time, up to the ceiling.
-        size.took(Duration::from_nanos(1));
+        // Quick full steps: at most doubling each time, up to the ceiling.
+        size.took(Duration::from_nanos(1), MIN_ROWS);
         assert_eq!(size.rows(), 2 * MIN_ROWS);
         for _ in 0..20 {
-            size.took(Duration::ZERO);
+            size.took(Duration::ZERO, size.rows());
         }
         assert_eq!(size.rows(), MAX_ROWS);
         // On target: unchanged.
-        size.took(STEP_TARGET);
+        size.took(STEP_TARGET, MAX_ROWS);
         assert_eq!(size.rows(), MAX_ROWS);
+    }
+
+    /// A quick step that found fewer rows than its size (the empty last
+    /// step of every prune, a prune with little due) never grows it, and
+    /// a slow one still shrinks it.
+    #[test]
+    fn only_a_full_step_grows_the_size() {
+        let mut size = StepSize::new();
+        for deleted in [0, 10, 255] {
+            size.took(Duration::from_nanos(1), deleted);
+            assert_eq!(size.rows(), 256, "after a step that deleted {deleted}");
+        }
+        size.took(STEP_TARGET * 2, 3);
+        assert_eq!(size.rows(), 128);
     }
 }

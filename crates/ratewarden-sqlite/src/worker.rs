@@ -189,14 +189,17 @@ impl Worker {
             let started = Instant::now();
             let step = self.transaction([&op], &mut results, false);
             let took = started.elapsed();
-            self.prune_step.took(took);
-            match (step, results.pop()) {
-                (Ok(()), Some(Ok(Reply::Deleted(0)))) => break Ok(Reply::Deleted(total)),
-                (Ok(()), Some(Ok(Reply::Deleted(n)))) => total += n,
+            let deleted = match (step, results.pop()) {
+                (Ok(()), Some(Ok(Reply::Deleted(n)))) => n,
                 (Ok(()), Some(other)) => break other,
-                (Ok(()), None) => break Ok(Reply::Deleted(total)),
+                (Ok(()), None) => 0,
                 (Err(e), _) => break Err(e.into_error()),
+            };
+            self.prune_step.took(took, deleted);
+            if deleted == 0 {
+                break Ok(Reply::Deleted(total));
             }
+            total += deleted;
             let share = took.saturating_mul(DECISIONS_PER_PRUNE);
             let until = Instant::now() + share;
             while !closing {
