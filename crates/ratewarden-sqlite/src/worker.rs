@@ -29,13 +29,6 @@ use crate::{fixed_window, sliding_log};
 /// How long the worker polls for more jobs before it sleeps.
 const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
-/// While decisions are waiting, they get at least this many times the
-/// time of a prune step before the next step: a prune takes at most half
-/// of the writer from a load that never pauses, enough to delete as fast
-/// as such a load inserts (a sliding-log event costs about as much to
-/// insert as to delete: the same three B-trees).
-const DECISIONS_PER_PRUNE: u32 = 1;
-
 /// An owned [`KeyMatch`].
 #[derive(Debug)]
 pub(crate) enum OwnedKeyMatch {
@@ -170,10 +163,12 @@ impl Worker {
     /// Runs a prune as steps of about [`crate::prune::STEP_TARGET`] each
     /// (one transaction), until a step deletes nothing. Between two steps
     /// the decisions queued meanwhile run, batch after batch, until none
-    /// is waiting or they have had [`DECISIONS_PER_PRUNE`] times the
-    /// step's time: a queued decision waits for at most one step, and
-    /// under a load that never lets the queue empty the prune still gets
-    /// its share and finishes. Answers the total. True when a
+    /// is waiting or they have had as long as the step took: a queued
+    /// decision waits for at most one step, and under a load that never
+    /// lets the queue empty the prune still gets half of the writer, as
+    /// fast as such a load inserts (a sliding-log event costs about as
+    /// much to insert as to delete: the same three B-trees), and
+    /// finishes. Answers the total. True when a
     /// [`Job::Close`] arrived meanwhile (the prune is finished first).
     fn prune_in_steps(
         &mut self,
@@ -200,8 +195,7 @@ impl Worker {
                 break Ok(Reply::Deleted(total));
             }
             total += deleted;
-            let share = took.saturating_mul(DECISIONS_PER_PRUNE);
-            let until = Instant::now() + share;
+            let until = Instant::now() + took;
             while !closing {
                 closing = self.take_queued(None, batch, &mut later);
                 if batch.is_empty() {
