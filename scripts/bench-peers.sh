@@ -411,7 +411,7 @@ paired rps paired rw_mem_ping/bare rw_mem_ping/bare_full bare_full/throttlecrab 
   rw_sqlite_ping/rw_mem_ping rw_sqlite_ping/rw_sqlite_ping1 rw_redis_ping/limitador_redis rw_redis_check/limitador_redis
 # The p99 aims: the SQLite store's tail against the memory store's, the
 # memory store's against the peers' (a ratio above 1 is a longer tail).
-paired p99 "paired p99" rw_sqlite_ping/rw_mem_ping rw_mem_ping/bare rw_mem_ping/throttlecrab
+paired p99 "paired p99" rw_sqlite_ping/rw_mem_ping rw_sqlite_check/rw_mem_check rw_mem_ping/bare rw_mem_ping/throttlecrab
 if [ -n "${started[throttlecrab]:-}" ]; then # it answers 200 with "allowed":false when it denies
   denied=$(curl -s "http://127.0.0.1:${port[throttlecrab]}/metrics" | awk '/^throttlecrab_requests_denied / {print $2}')
   [ "${denied:-0}" = 0 ] || echo "warning: throttlecrab denied $denied requests (200 with allowed=false)"

@@ -51,7 +51,7 @@ pub struct PolicySpec {
 }
 
 /// The top-level keys, in documentation order.
-const SETTINGS: [&str; 22] = [
+const SETTINGS: [&str; 23] = [
     "listen",
     "grpc_listen",
     "envoy_config",
@@ -69,6 +69,7 @@ const SETTINGS: [&str; 22] = [
     "store_timeout_ms",
     "audit_retention",
     "audit_sample",
+    "wal_autocheckpoint",
     "max_body_bytes",
     "header_read_timeout",
     "idle_timeout",
@@ -170,6 +171,10 @@ impl ConfigFile {
                     overrides.audit_retention_secs = r.number(value, k, values::check_secs)
                 }
                 "audit_sample" => overrides.audit_sample = r.number(value, k, Ok),
+                "wal_autocheckpoint" => {
+                    overrides.wal_autocheckpoint =
+                        r.number(value, k, values::check_wal_autocheckpoint)
+                }
                 "max_body_bytes" => {
                     overrides.max_body_bytes = r.number(value, k, values::check_body_limit)
                 }

@@ -57,6 +57,9 @@ pub struct StoreOptions {
     /// One audit-log row per this many allowed requests: 1 every one (the
     /// seed's behaviour, the default), 0 none.
     pub audit_sample: u64,
+    /// The SQLite store's WAL limit, in pages (`wal_autocheckpoint`);
+    /// `None`: the store's default (50,000, about 200 MB).
+    pub wal_autocheckpoint: Option<u32>,
     /// The longest one call to a networked store (Redis) may take before it
     /// counts as unavailable.
     pub call_timeout: Duration,
@@ -68,6 +71,7 @@ impl Default for StoreOptions {
         StoreOptions {
             audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
             audit_sample: 1,
+            wal_autocheckpoint: None,
             call_timeout: Duration::from_millis(100),
         }
     }
@@ -203,6 +207,8 @@ pub struct Overrides {
     pub audit_retention_secs: Option<u64>,
     /// `audit_sample`: one audit row per this many allowed requests (0: none).
     pub audit_sample: Option<u64>,
+    /// `wal_autocheckpoint`: the SQLite WAL limit, in pages.
+    pub wal_autocheckpoint: Option<u32>,
     /// `max_body_bytes`.
     pub max_body_bytes: Option<usize>,
     /// `header_read_timeout`, in seconds.
@@ -234,6 +240,7 @@ impl Overrides {
             store_timeout_ms: self.store_timeout_ms.or(lower.store_timeout_ms),
             audit_retention_secs: self.audit_retention_secs.or(lower.audit_retention_secs),
             audit_sample: self.audit_sample.or(lower.audit_sample),
+            wal_autocheckpoint: self.wal_autocheckpoint.or(lower.wal_autocheckpoint),
             max_body_bytes: self.max_body_bytes.or(lower.max_body_bytes),
             header_read_timeout_secs: self
                 .header_read_timeout_secs
@@ -290,6 +297,8 @@ pub struct Settings {
     /// Audit-log sampling: one row per this many allowed requests (1 every
     /// one, 0 none).
     pub audit_sample: u64,
+    /// The SQLite store's WAL limit, in pages; `None`: the store's default.
+    pub wal_autocheckpoint: Option<u32>,
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// The failure mode of policies that set none.
@@ -430,6 +439,7 @@ impl Settings {
                 admin_key: AdminKey::new(admin_key),
                 audit_retention: Duration::from_secs(o.audit_retention_secs.unwrap_or(604_800)),
                 audit_sample: o.audit_sample.unwrap_or(1),
+                wal_autocheckpoint: o.wal_autocheckpoint,
                 max_body_bytes: o.max_body_bytes.unwrap_or(16_384),
                 on_store_error,
                 connections: ConnectionLimits {
@@ -451,6 +461,7 @@ impl Settings {
         StoreOptions {
             audit_retention: self.audit_retention,
             audit_sample: self.audit_sample,
+            wal_autocheckpoint: self.wal_autocheckpoint,
             call_timeout: self.store_timeout,
         }
     }
@@ -480,6 +491,10 @@ impl Settings {
             self.audit_retention != next.audit_retention,
         );
         differs("audit_sample", self.audit_sample != next.audit_sample);
+        differs(
+            "wal_autocheckpoint",
+            self.wal_autocheckpoint != next.wal_autocheckpoint,
+        );
         differs("max_body_bytes", self.max_body_bytes != next.max_body_bytes);
         let (c, n) = (&self.connections, &next.connections);
         differs(

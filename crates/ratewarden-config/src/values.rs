@@ -159,6 +159,21 @@ pub fn parse_audit_sample(s: &str) -> Result<u64, String> {
     whole_number(s)
 }
 
+/// The SQLite store's WAL limit in pages (`wal_autocheckpoint`): at least
+/// 1 and at most 16,777,216 (64 GiB of 4 KiB pages).
+pub fn parse_wal_autocheckpoint(s: &str) -> Result<u32, String> {
+    check_wal_autocheckpoint(whole_number(s)?)
+}
+
+/// [`parse_wal_autocheckpoint`]'s range check on a number.
+pub fn check_wal_autocheckpoint(n: u64) -> Result<u32, String> {
+    match n {
+        0 => Err("0 would let the WAL grow without bound: give at least 1 page".to_owned()),
+        1..=16_777_216 => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
+        _ => Err(format!("{n} is more than 16777216 pages (64 GiB)")),
+    }
+}
+
 /// A body size in bytes, at least 1.
 pub fn parse_body_limit(s: &str) -> Result<usize, String> {
     check_body_limit(whole_number(s)?)

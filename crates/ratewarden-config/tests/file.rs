@@ -90,6 +90,7 @@ time_source = "local"
 store_timeout_ms = 250
 audit_retention = 3600
 audit_sample = 100
+wal_autocheckpoint = 20000
 max_body_bytes = 1024
 "#,
     )
@@ -112,6 +113,8 @@ max_body_bytes = 1024
     assert_eq!(s.store_timeout, Duration::from_millis(250));
     assert_eq!(s.audit_retention, Duration::from_secs(3600));
     assert_eq!(s.audit_sample, 100);
+    assert_eq!(s.wal_autocheckpoint, Some(20_000));
+    assert_eq!(s.store_options().wal_autocheckpoint, Some(20_000));
     assert_eq!(s.max_body_bytes, 1024);
 
     let flags = Overrides {
@@ -231,6 +234,19 @@ fn duplicate_names_unknown_settings_and_bad_toml_are_errors() {
     );
     assert!(
         errs[1].starts_with("rw.toml:2:18: max_body_bytes: 0 must be at least 1 byte"),
+        "{errs:?}"
+    );
+    // The SQLite WAL limit: 0 would be SQLite's "never", an unbounded WAL.
+    let errs = errors("wal_autocheckpoint = 0\n");
+    assert!(
+        errs[0].starts_with(
+            "rw.toml:1:22: wal_autocheckpoint: 0 would let the WAL grow without bound"
+        ),
+        "{errs:?}"
+    );
+    let errs = errors("wal_autocheckpoint = 16777217\n");
+    assert!(
+        errs[0].contains("wal_autocheckpoint: 16777217 is more than 16777216 pages"),
         "{errs:?}"
     );
     let errs = errors("ping_limit = 1\nping_limit = 2\n");

@@ -78,10 +78,14 @@ pub fn open_store(
     match config {
         StoreConfig::Memory => Ok(OpenedStore::Memory(MemoryStore::new())),
         StoreConfig::Sqlite(path) => {
+            let defaults = SqliteOptions::default();
             let options = SqliteOptions {
                 audit_retention: options.audit_retention,
                 audit_sample: options.audit_sample,
-                ..SqliteOptions::default()
+                wal_autocheckpoint: options
+                    .wal_autocheckpoint
+                    .unwrap_or(defaults.wal_autocheckpoint),
+                ..defaults
             };
             let store = SqliteStore::open(path, options).map_err(|e| StartupError::Store {
                 store: config.to_string(),

@@ -17,9 +17,20 @@
 //! began, and the WAL starts over from its beginning only once everything
 //! is copied, which a writer that never pauses never lets it reach: so the
 //! worker's own checkpoint stays, as SQLite's `wal_autocheckpoint`, at
-//! [`WRITER_CHECKPOINT_FRAMES`] (ten times the default). When it runs,
-//! this thread has already copied and flushed nearly everything, and it
-//! lets the WAL start over: the WAL stays within about 40 MiB.
+//! [`WRITER_CHECKPOINT_FRAMES`] by default (`SqliteOptions::wal_autocheckpoint`).
+//! When it runs, this thread has already copied nearly everything, and it
+//! lets the WAL start over: the WAL stays within about that many pages.
+//!
+//! That checkpoint is a pause of every decision whatever it copies: it
+//! `fsync`s the WAL and the database file, and the writer's first commit
+//! into the restarted WAL `fsync`s the WAL's new header (three `fsync`s,
+//! 5–25 ms on a busy disk; `perf trace` in BENCHMARKS.md). Any steady
+//! load, not only a saturating one, reaches the limit: at 6,700 decisions
+//! a second the background pass never finds a moment without a new
+//! commit either. So the limit sets how often decisions pause: at 10,000
+//! pages (40 MB) `/rate/check` on 10,000 users paused 3.5 times a second
+//! and its p99 was 4.6 times the memory store's; at 50,000 (200 MB) it is
+//! 1.6–1.7 times (BENCHMARKS.md, "The writer's own checkpoint").
 //!
 //! Nothing about durability changes: commits are what makes a decision
 //! durable, and checkpoints are crash-safe by SQLite's design (a `kill -9`
@@ -38,8 +49,9 @@ use rusqlite::Connection;
 pub(crate) const MIN_GAP: Duration = Duration::from_millis(5);
 
 /// The WAL size, in frames (pages), at which the worker checkpoints
-/// itself (SQLite's `wal_autocheckpoint`; its default is 1,000).
-pub(crate) const WRITER_CHECKPOINT_FRAMES: u32 = 10_000;
+/// itself by default (SQLite's `wal_autocheckpoint`; SQLite's own default
+/// is 1,000): about 200 MB of 4 KiB pages.
+pub(crate) const WRITER_CHECKPOINT_FRAMES: u32 = 50_000;
 
 /// The background checkpointer. Dropping it ends the thread (after the
 /// checkpoint it may be running) and waits until its connection is closed.

@@ -99,6 +99,17 @@ pub struct SqliteOptions {
     /// Most operations waiting for the worker; callers wait for room.
     /// Default 4096.
     pub queue: usize,
+    /// The WAL length, in pages (frames of the 4 KiB database page), at
+    /// which the writer checkpoints the WAL itself so that it can start
+    /// over (SQLite's `wal_autocheckpoint`; `checkpoint.rs` says why the
+    /// background checkpoints alone never let it). Under sustained writes
+    /// the `-wal` file grows to about this size and stays there until the
+    /// store is closed; each such checkpoint pauses every decision for
+    /// its `fsync`s. Default 50,000 (about 200 MB), which keeps those
+    /// pauses out of the p99 (BENCHMARKS.md); smaller keeps the file
+    /// smaller and pauses more often. 0 is taken as 1 (SQLite's 0 would
+    /// let the WAL grow without bound).
+    pub wal_autocheckpoint: u32,
 }
 
 impl Default for SqliteOptions {
@@ -109,6 +120,7 @@ impl Default for SqliteOptions {
             audit_sample: 1,
             batch_max: 256,
             queue: 4096,
+            wal_autocheckpoint: checkpoint::WRITER_CHECKPOINT_FRAMES,
         }
     }
 }
@@ -204,7 +216,7 @@ impl SqliteStore {
         conn.pragma_update(
             None,
             "wal_autocheckpoint",
-            checkpoint::WRITER_CHECKPOINT_FRAMES,
+            options.wal_autocheckpoint.max(1),
         )?;
         let checkpoints = Connection::open_with_flags(
             &path,

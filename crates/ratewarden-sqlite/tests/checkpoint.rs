@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{acquire, at, key, open, policy, temp_db};
 use ratewarden_core::{Algorithm, Store};
+use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 
 fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
@@ -56,23 +57,30 @@ async fn a_background_checkpoint_copies_the_wal_before_the_writer_would() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wal_stays_bounded_under_sustained_writes() {
     let (_dir, path) = temp_db();
-    let store = open(&path);
+    // 2,000 pages (8 MB) instead of the default 50,000 (200 MB), so that
+    // the run below passes the limit many times over.
+    let options = SqliteOptions {
+        wal_autocheckpoint: 2_000,
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open(&path, options).unwrap();
     let p = policy(Algorithm::FixedWindow, 1_000_000, 60);
     // 30,000 commits, each dirtying at least two pages (its counter's and
     // its audit row's): a WAL that never started over would hold 60,000
-    // frames of 4 KiB and more (over 240 MB). It starts over after a
-    // checkpoint that finds no frame left to copy; on a loaded machine the
-    // writer's attempts can meet the background pass holding the
-    // checkpoint lock for a while, so the bound leaves room for a late
-    // start (a run of 86 MB was seen while a compiler ran beside it).
+    // frames of 4 KiB and more (over 240 MB), and the default limit would
+    // let it reach 200 MB. It starts over after a checkpoint that finds no
+    // frame left to copy; on a loaded machine the writer's attempts can
+    // meet the background pass holding the checkpoint lock for a while,
+    // so the bound leaves room for a late start (2.2 times the limit was
+    // seen while a compiler ran beside it).
     for i in 0..30_000 {
         let k = key([format!("client-{}", i % 10_000)]);
         assert!(acquire(&store, &p, &k, at(1)).await.allowed());
     }
     let wal_bytes = size(&wal(&path));
     assert!(
-        wal_bytes < 120 << 20,
-        "the WAL grew to {wal_bytes} bytes: it never started over"
+        wal_bytes < 40 << 20,
+        "the WAL grew to {wal_bytes} bytes: it did not start over at 2,000 pages"
     );
     store.close().await;
     assert_eq!(size(&wal(&path)), 0, "closing truncates the WAL");

@@ -15,7 +15,7 @@ use ipnet::IpNet;
 use ratewarden_config::values::{
     parse_algorithm, parse_audit_sample, parse_body_limit, parse_burst, parse_duration,
     parse_grpc_listen, parse_limit, parse_listen, parse_max_connections, parse_net, parse_secs,
-    parse_store, parse_timeout_ms, parse_timeout_secs, store_for_display,
+    parse_store, parse_timeout_ms, parse_timeout_secs, parse_wal_autocheckpoint, store_for_display,
 };
 use ratewarden_config::{
     ConfigErrors, ConfigFile, KeySourceKind, Overrides, Settings, StoreConfig, TimeSource,
@@ -158,6 +158,14 @@ pub struct ServeArgs {
           value_parser = parse_audit_sample, allow_negative_numbers = true)]
     pub audit_sample: Option<u64>,
 
+    /// SQLite: the WAL length, in pages of 4 KiB, at which the writer
+    /// checkpoints it so that it starts over. Under steady writes the -wal
+    /// file grows to about this size; smaller pauses decisions (for the
+    /// checkpoint's fsyncs) more often [default: 50000, about 200 MB].
+    #[arg(long, env = "RATEWARDEN_WAL_AUTOCHECKPOINT", value_name = "PAGES",
+          value_parser = parse_wal_autocheckpoint, allow_negative_numbers = true)]
+    pub wal_autocheckpoint: Option<u32>,
+
     /// Largest accepted request body, in bytes; larger ones get 413 [default: 16384].
     #[arg(long, env = "RATEWARDEN_MAX_BODY_BYTES", value_name = "BYTES",
           value_parser = parse_body_limit, allow_negative_numbers = true)]
@@ -247,6 +255,7 @@ impl ServeArgs {
             store_timeout_ms: self.store_timeout_ms,
             audit_retention_secs: self.audit_retention,
             audit_sample: self.audit_sample,
+            wal_autocheckpoint: self.wal_autocheckpoint,
             max_body_bytes: self.max_body_bytes,
             header_read_timeout_secs: self.header_read_timeout,
             idle_timeout_secs: self.idle_timeout,
