@@ -53,8 +53,8 @@ const REQUESTS: usize = 400;
 
 /// The flags of every test that counts admissions exactly. Exactness is
 /// the store's promise, so these tests keep the failure policy out of it:
-/// besides the 10 s store timeout `Instance::start` gives every Redis
-/// instance, fail closed, so that a call that still times out shows as a
+/// besides the store timeout `Instance::start` gives every Redis instance
+/// (`TEST_STORE_TIMEOUT_MS`), fail closed, so that a call that still times out shows as a
 /// 503 instead of an uncounted 200.
 const EXACT: [&str; 2] = ["--on-store-error", "closed"];
 

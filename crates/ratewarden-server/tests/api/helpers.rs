@@ -10,7 +10,7 @@ use ratewarden_config::Settings;
 use ratewarden_core::{Clock, ManualClock, Timestamp};
 use ratewarden_server::cli::{Cli, Command};
 use ratewarden_server::startup::Application;
-use ratewarden_testkit::redis_server::RedisServer;
+use ratewarden_testkit::redis_server::{RedisServer, TEST_STORE_TIMEOUT_MS};
 use reqwest::header::HeaderMap;
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
@@ -194,14 +194,11 @@ async fn launch(
     };
     match (options.store, &redis) {
         (StoreKind::Memory, _) => options.args.extend(["--store".into(), "memory".into()]),
-        // A store timeout of 10 s instead of 100 ms: these tests assert
-        // exact answers, and on a busy machine a slow call would otherwise
-        // fail open (an uncounted 200) and fail the test at random.
         (StoreKind::Redis, Some(server)) => options.args.extend([
             "--store".into(),
             server.url(),
             "--store-timeout-ms".into(),
-            "10000".into(),
+            TEST_STORE_TIMEOUT_MS.into(),
         ]),
         _ => {}
     }

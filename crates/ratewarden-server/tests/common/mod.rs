@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use ratewarden_testkit::redis_server::{RedisServer, free_port};
+pub use ratewarden_testkit::redis_server::{RedisServer, TEST_STORE_TIMEOUT_MS, free_port};
 
 /// One `ratewarden serve` process, its standard error kept in a file.
 pub struct Instance {
@@ -20,15 +20,12 @@ impl Instance {
     /// `ratewarden serve --listen 127.0.0.1:PORT --store STORE ARGS`, once
     /// it answers HTTP.
     ///
-    /// On Redis the store timeout is 10 s unless `args` set one: tests
-    /// assert exact answers, and with the default 100 ms a call slowed by
-    /// a busy machine fails open (an uncounted 200) and fails the test at
-    /// random (a loaded CI machine let 22 and 33 requests through where
-    /// the limit was 20).
+    /// On Redis the store timeout is [`TEST_STORE_TIMEOUT_MS`] unless
+    /// `args` set one.
     pub async fn start(store: &str, args: &[&str]) -> Instance {
         let mut all = vec!["--store", store];
         if store.starts_with("redis://") && !args.contains(&"--store-timeout-ms") {
-            all.extend(["--store-timeout-ms", "10000"]);
+            all.extend(["--store-timeout-ms", TEST_STORE_TIMEOUT_MS]);
         }
         all.extend_from_slice(args);
         Instance::serve(&all, &[]).await
