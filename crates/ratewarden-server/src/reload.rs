@@ -101,7 +101,7 @@ impl Source {
     }
 
     /// The contents, to skip events that changed nothing.
-    fn snapshot(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    fn snapshot(&self) -> Vec<Snapshot> {
         match self {
             Source::File(f) => vec![(f.clone(), std::fs::read(f).ok())],
             Source::Directory(d, _) => {
@@ -138,7 +138,13 @@ pub struct Reloader {
     sources: Vec<Source>,
     /// The settings in force (the start's restart-only settings stay).
     current: Mutex<Settings>,
+    /// The sources' contents when the reloader was made, which is what
+    /// the watcher compares with once it is in place.
+    loaded: Vec<Snapshot>,
 }
+
+/// A file and its contents (`None`: unreadable).
+type Snapshot = (PathBuf, Option<Vec<u8>>);
 
 impl Reloader {
     /// A reloader for `settings.config_file` and `settings.envoy_config`;
@@ -162,6 +168,7 @@ impl Reloader {
             envoy_config: settings.envoy_config.clone(),
             ..given
         };
+        let loaded = snapshot_of(&sources);
         Some(Reloader {
             limiter,
             envoy,
@@ -169,6 +176,7 @@ impl Reloader {
             config_file,
             sources,
             current: Mutex::new(settings),
+            loaded,
         })
     }
 
@@ -244,9 +252,13 @@ impl Reloader {
     }
 
     /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
-    /// change of what it reloads, until `stop`.
+    /// change of what it reloads, until `stop`. A change made after
+    /// [`Reloader::new`] but before the watcher is in place is applied
+    /// too (regression: such a change was lost, and nothing reloaded
+    /// until the next one).
     pub async fn run(self: Arc<Self>, mut hangups: Hangups, stop: CancellationToken) {
         let (tx, mut changed) = mpsc::unbounded_channel::<()>();
+        let missed = tx.clone();
         let sources = self.sources.clone();
         let mut watcher = match notify::recommended_watcher(
             move |event: notify::Result<notify::Event>| {
@@ -275,8 +287,14 @@ impl Reloader {
                 }
             }
         }
-        let snapshot = || -> Vec<_> { self.sources.iter().flat_map(Source::snapshot).collect() };
-        let mut last = snapshot();
+        let snapshot = || snapshot_of(&self.sources);
+        // Compared with what was there at `new`, not with what is there
+        // now: a change before the watch was placed sent no event.
+        let mut last = self.loaded.clone();
+        if snapshot() != last {
+            let _ = missed.send(());
+        }
+        drop(missed);
         loop {
             let by_signal = tokio::select! {
                 () = stop.cancelled() => break,
@@ -302,6 +320,11 @@ impl Reloader {
         }
         drop(watcher);
     }
+}
+
+/// The contents of every source, in order.
+fn snapshot_of(sources: &[Source]) -> Vec<Snapshot> {
+    sources.iter().flat_map(Source::snapshot).collect()
 }
 
 /// Takes SIGHUP (`hangups`) when there is nothing to reload (its default
@@ -358,4 +381,65 @@ async fn next_hangup(hangups: &mut Hangups) {
 #[cfg(not(unix))]
 async fn next_hangup(_: &mut Hangups) {
     std::future::pending::<()>().await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+    use super::*;
+    use ratewarden_core::clock::SystemClock;
+    use ratewarden_core::memory::MemoryStore;
+
+    fn policies(limit: u64) -> String {
+        format!(
+            "[[policies]]\nname = \"api\"\nalgorithm = \"gcra\"\nlimit = {limit}\nwindow = \"1h\"\n"
+        )
+    }
+
+    fn limit_of(limiter: &Limiter) -> Option<u64> {
+        limiter
+            .policies()
+            .get("api")
+            .map(|p| p.policy.quota.limit())
+    }
+
+    /// Regression (a clean-clone CI run): the watcher was placed by the
+    /// reload task once it ran, and it took its first snapshot then. A
+    /// file replaced in between sent no event and matched that snapshot,
+    /// so the change was never applied. Here the change comes before
+    /// [`Reloader::run`] even starts, the latest a watcher can be late.
+    #[tokio::test]
+    async fn a_change_before_the_watcher_is_in_place_is_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rw.toml");
+        std::fs::write(&path, policies(3)).unwrap();
+        let given = Overrides::default();
+        let file = ConfigFile::load(&path).unwrap();
+        let settings = Settings::resolve(given.clone(), Some(&file), None).unwrap();
+        let limiter = Arc::new(Limiter::new(
+            Arc::new(MemoryStore::new()),
+            Arc::new(SystemClock),
+            settings.policies.clone(),
+        ));
+        let envoy = Arc::new(RateLimitService::new(
+            Arc::clone(&limiter),
+            Arc::new(EnvoyConfig::default()),
+            settings.on_store_error,
+        ));
+        let reloader = Reloader::new(Arc::clone(&limiter), envoy, given, settings).unwrap();
+        assert_eq!(limit_of(&limiter), Some(3));
+
+        std::fs::write(&path, policies(2)).unwrap();
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(Arc::new(reloader).run(None, stop.clone()));
+        // Generous for a loaded machine; it returns as soon as applied.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while limit_of(&limiter) != Some(2) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        stop.cancel();
+        running.await.unwrap();
+        assert_eq!(limit_of(&limiter), Some(2), "the change was applied");
+    }
 }

@@ -4,8 +4,9 @@
 //! `check-config` and `serve` name every error with FILE:LINE:COLUMN.
 //!
 //! Windows are an hour long, so no window edge falls inside a test; the
-//! waits are for the reload itself, which the watcher must pick up
-//! within 2 seconds.
+//! waits are for the reload itself. The watcher applies a change within
+//! a fraction of a second; the tests allow 10 seconds, so that a loaded
+//! machine fails none of them (each wait ends as soon as it is met).
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -18,7 +19,7 @@ use common::{Instance, RedisServer, run};
 use serde_json::{Value, json};
 
 /// How long a change of the file may take to apply.
-const PICKUP: Duration = Duration::from_secs(2);
+const PICKUP: Duration = Duration::from_secs(10);
 
 fn policies(api_limit: u64, extra: &str) -> String {
     format!(
