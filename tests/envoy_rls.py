@@ -51,6 +51,20 @@ OK = rls_pb2.RateLimitResponse.OK
 OVER_LIMIT = rls_pb2.RateLimitResponse.OVER_LIMIT
 Unit = rls_pb2.RateLimitResponse.RateLimit
 
+# The deadlines of this file, in seconds. Each wait ends as soon as what it
+# waits for happens (the watcher applies a change within a fraction of a
+# second, the service starts in well under one): they are long so that a
+# loaded 2-core CI machine fails none of them.
+RELOAD_WAIT = 20   # a changed rules file applied, or its error logged
+HEALTH_WAIT = 30   # gRPC health reaching a status
+# The store timeout of the Redis instance, as the Rust tests'
+# TEST_STORE_TIMEOUT_MS: the cases count exactly, and with the default
+# 100 ms a call slowed by a busy machine fails open (an uncounted OK).
+STORE_TIMEOUT_MS = "10000"
+# One call's deadline: longer than the store timeout, so that only a hang
+# fails it.
+CALL_TIMEOUT = 30
+
 # Ours, beside the reference files: the extension keys.
 EXTENSIONS = """
 domain: extensions
@@ -112,6 +126,8 @@ class Server:
             args += ["--db", str(tmp / "ratewarden.db")]
         else:
             args += ["--store", store]
+        if store.startswith("redis://"):
+            args += ["--store-timeout-ms", STORE_TIMEOUT_MS]
         env = dict(os.environ, RATEWARDEN_LOG="info")
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
@@ -120,7 +136,7 @@ class Server:
         self.health = health_pb2_grpc.HealthStub(self.channel)
         self.wait_for_health(health_pb2.HealthCheckResponse.SERVING)
 
-    def wait_for_health(self, wanted, seconds: float = 20) -> None:
+    def wait_for_health(self, wanted, seconds: float = HEALTH_WAIT) -> None:
         deadline = time.time() + seconds
         last = None
         while time.time() < deadline:
@@ -138,13 +154,13 @@ class Server:
     def ask(self, domain, *descriptors, hits=0):
         return self.rls.ShouldRateLimit(
             rls_pb2.RateLimitRequest(domain=domain, descriptors=list(descriptors), hits_addend=hits),
-            timeout=5)
+            timeout=CALL_TIMEOUT)
 
     def json(self, body: bytes):
         request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}/json", data=body,
                                          method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=5) as r:
+            with urllib.request.urlopen(request, timeout=CALL_TIMEOUT) as r:
                 return r.status, r.headers.get("Content-Type"), json.loads(r.read())
         except urllib.error.HTTPError as e:
             return e.code, e.headers.get("Content-Type"), json.loads(e.read())
@@ -154,7 +170,7 @@ class Server:
             self.log.flush()
         return self.log_path.read_text()
 
-    def wait_for_log(self, needle: str, seconds: float = 3) -> None:
+    def wait_for_log(self, needle: str, seconds: float = RELOAD_WAIT) -> None:
         deadline = time.time() + seconds
         while time.time() < deadline:
             if needle in self.text():
@@ -370,16 +386,19 @@ def json_is_the_same_service(s: Server, _):
 
 
 def a_reload_adds_a_domain_and_keeps_counters(s: Server, rules: Path):
-    avoid_window_edge(3600, 10)
+    # "another"'s counter is read before and after the reload: both in one
+    # hourly window, with room for the whole wait for the reload.
+    avoid_window_edge(3600, RELOAD_WAIT + 10)
     counted = str(random.getrandbits(40))
     before = s.ask("another", descriptor(("key3", counted)), hits=1).statuses[0].limit_remaining
     # The reference's testConfigReload: a domain that does not exist yet.
     r = s.ask("reload", descriptor(("block", "foo")), hits=1)
     expect(r.statuses[0], OK, remaining=0)
     shutil.copy(REFERENCE / "integration" / "reload.yaml", rules / "reload.yaml")
-    deadline = time.time() + 2
+    deadline = time.time() + RELOAD_WAIT
     while s.ask("reload", descriptor(("block", "foo")), hits=1).overall_code != OVER_LIMIT:
-        assert time.time() < deadline, "the new file was not picked up within 2 s:\n" + s.text()
+        assert time.time() < deadline, \
+            f"the new file was not picked up within {RELOAD_WAIT} s:\n" + s.text()
         time.sleep(0.05)
     r = s.ask("reload", descriptor(("key1", "foo")), hits=1)
     expect(r.statuses[0], OK, 50, Unit.SECOND)
@@ -391,9 +410,10 @@ def a_reload_adds_a_domain_and_keeps_counters(s: Server, rules: Path):
     assert s.ask("reload", descriptor(("block", "foo")), hits=1).overall_code == OVER_LIMIT
     (rules / "broken.yaml").unlink()
     (rules / "reload.yaml").unlink()
-    deadline = time.time() + 2
+    deadline = time.time() + RELOAD_WAIT
     while s.ask("reload", descriptor(("block", "foo")), hits=1).overall_code != OK:
-        assert time.time() < deadline, "the removal was not picked up within 2 s:\n" + s.text()
+        assert time.time() < deadline, \
+            f"the removal was not picked up within {RELOAD_WAIT} s:\n" + s.text()
         time.sleep(0.05)
 
 
@@ -421,12 +441,12 @@ CASES = [
 def redis_down_is_not_serving(s: Server, redis: subprocess.Popen, port: int) -> subprocess.Popen:
     redis.terminate()
     redis.wait(timeout=10)
-    s.wait_for_health(health_pb2.HealthCheckResponse.NOT_SERVING, seconds=5)
+    s.wait_for_health(health_pb2.HealthCheckResponse.NOT_SERVING)
     r = s.ask("basic", descriptor(("key1", "down")), hits=1)
     # --on-store-error open (the default): OK, no quota claimed.
     assert r.overall_code == OK and not r.statuses[0].HasField("current_limit"), r
     redis = start_redis(port)
-    s.wait_for_health(health_pb2.HealthCheckResponse.SERVING, seconds=5)
+    s.wait_for_health(health_pb2.HealthCheckResponse.SERVING)
     return redis
 
 

@@ -572,6 +572,10 @@ fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
         "1s",
         "--store",
         &store,
+        // A call past the store timeout stops the replay: the tests' value
+        // for Redis (replay's default too), not one a busy machine breaks.
+        "--store-timeout-ms",
+        ratewarden_testkit::redis_server::TEST_STORE_TIMEOUT_MS,
     ];
     let output = replay(&args, "0 a\n0 a\n");
     assert_eq!(stdout(&output), "0 a allow 1 0\n0 a allow 0 0\n");

@@ -54,6 +54,16 @@ async fn a_background_checkpoint_copies_the_wal_before_the_writer_would() {
     store.close().await;
 }
 
+/// How many times the WAL started over since its file was created: the
+/// checkpoint sequence number of its header (bytes 12..16, big-endian),
+/// which SQLite increments each time a writer restarts the WAL from its
+/// beginning and writes into the header it then rewrites.
+fn wal_restarts(path: &Path) -> u32 {
+    let wal = std::fs::read(wal(path)).unwrap();
+    assert!(wal.len() >= 32, "no WAL header: {} bytes", wal.len());
+    u32::from_be_bytes(wal[12..16].try_into().unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wal_stays_bounded_under_sustained_writes() {
     let (_dir, path) = temp_db();
@@ -68,19 +78,33 @@ async fn the_wal_stays_bounded_under_sustained_writes() {
     // 30,000 commits, each dirtying at least two pages (its counter's and
     // its audit row's): a WAL that never started over would hold 60,000
     // frames of 4 KiB and more (over 240 MB), and the default limit would
-    // let it reach 200 MB. It starts over after a checkpoint that finds no
-    // frame left to copy; on a loaded machine the writer's attempts can
-    // meet the background pass holding the checkpoint lock for a while,
-    // so the bound leaves room for a late start (2.2 times the limit was
-    // seen while a compiler ran beside it).
+    // let it reach 200 MB.
     for i in 0..30_000 {
         let k = key([format!("client-{}", i % 10_000)]);
         assert!(acquire(&store, &p, &k, at(1)).await.allowed());
     }
+    // It starts over after a checkpoint that finds no frame left to copy:
+    // the writer's own at 2,000 pages (some 30 times in this run), or the
+    // background pass when it catches up with a writer slowed by a busy
+    // machine (thousands of times then). How far past the
+    // limit it grows first depends on the machine, not on the code: on a
+    // loaded one the writer's attempts can meet the background pass
+    // holding the checkpoint lock (or a slow fsync) while commits go on
+    // (2.2 times the limit was seen while a compiler ran beside it). So
+    // what is asserted is that it did start over, by the header's count,
+    // and that its file, which keeps its largest size, stayed under half
+    // of what a WAL that never started over would reach.
+    let restarts = wal_restarts(&path);
     let wal_bytes = size(&wal(&path));
+    println!("the WAL started over {restarts} times and grew to {wal_bytes} bytes");
     assert!(
-        wal_bytes < 40 << 20,
-        "the WAL grew to {wal_bytes} bytes: it did not start over at 2,000 pages"
+        restarts > 0,
+        "the WAL never started over ({wal_bytes} bytes): it is not bounded"
+    );
+    assert!(
+        wal_bytes < 120 << 20,
+        "the WAL grew to {wal_bytes} bytes (started over {restarts} times): \
+         not bounded by its 2,000-page limit"
     );
     store.close().await;
     assert_eq!(size(&wal(&path)), 0, "closing truncates the WAL");

@@ -18,6 +18,19 @@ pub const INSTALL: &str = "apt-get install -y redis-server";
 /// 22 and 33 requests through where the limit was 20.
 pub const TEST_STORE_TIMEOUT_MS: &str = "10000";
 
+/// [`TEST_STORE_TIMEOUT_MS`] as a `Duration`, for tests that configure a
+/// Redis store themselves (`RedisConfig::with_timeout`).
+///
+/// # Panics
+/// Never: the constant is a whole number of milliseconds.
+pub fn test_store_timeout() -> Duration {
+    Duration::from_millis(
+        TEST_STORE_TIMEOUT_MS
+            .parse()
+            .expect("TEST_STORE_TIMEOUT_MS is a whole number of milliseconds"),
+    )
+}
+
 /// A running `redis-server` without persistence, on 127.0.0.1.
 #[derive(Debug)]
 pub struct RedisServer {

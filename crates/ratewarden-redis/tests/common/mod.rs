@@ -3,11 +3,10 @@
 #![allow(dead_code)] // each test binary uses part of this
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use ratewarden_redis::{RedisConfig, RedisStore};
-#[allow(unused_imports)] // redis_store.rs names it, conformance.rs does not
-pub use ratewarden_testkit::redis_server::{INSTALL, RedisServer};
+#[allow(unused_imports)] // redis_store.rs names them, conformance.rs does not
+pub use ratewarden_testkit::redis_server::{INSTALL, RedisServer, test_store_timeout};
 
 /// A key prefix no other store of this process uses.
 pub fn fresh_prefix() -> String {
@@ -15,14 +14,15 @@ pub fn fresh_prefix() -> String {
     format!("t{}:", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-/// A connected store on `server` with a fresh key prefix and a generous
-/// timeout (the conformance suite runs many tests at once on 2 cores).
+/// A connected store on `server` with a fresh key prefix and the tests'
+/// timeout, [`test_store_timeout`] (10 s): the conformance suite runs many
+/// tests at once on 2 cores, and a call past the timeout fails its test.
 pub async fn store_on(server: &RedisServer) -> RedisStore {
     let config = RedisConfig::from_url(&server.url())
         .expect("a valid URL")
         .with_key_prefix(&fresh_prefix())
         .expect("a valid prefix")
-        .with_timeout(Duration::from_secs(5));
+        .with_timeout(test_store_timeout());
     RedisStore::connect(config)
         .await
         .expect("connect to the test redis-server")

@@ -315,7 +315,26 @@ pub struct ReplayArgs {
     /// Without it such a file is refused with exit status 2.
     #[arg(long)]
     pub allow_live_store: bool,
+
+    /// The longest one Redis call may take, in milliseconds, as `serve`'s
+    /// flag; past it the store counts as unavailable, which stops the
+    /// replay with exit status 2. Longer than `serve`'s default: no client
+    /// waits on an offline replay. Ignored by the memory and SQLite stores.
+    #[arg(long, value_name = "MS", default_value_t = REPLAY_STORE_TIMEOUT_MS,
+          value_parser = parse_timeout_ms, allow_negative_numbers = true)]
+    pub store_timeout_ms: u64,
 }
+
+/// `replay --store-timeout-ms`'s default: 10 s, where `serve`'s is 100 ms.
+/// `serve` keeps its calls short because a client waits on each one and
+/// `--on-store-error` answers it when the store is slow; a replay has
+/// neither, and a call past its timeout stops the whole replay. So the
+/// timeout only has to tell a Redis that hangs from one that is slow for
+/// a while (a busy server, a loaded machine), and that takes seconds, not
+/// milliseconds. Not read from `RATEWARDEN_STORE_TIMEOUT_MS`: like
+/// `--store`, replay's flags take no environment variables, so a service's
+/// environment does not shorten it.
+pub const REPLAY_STORE_TIMEOUT_MS: u64 = 10_000;
 
 const REPLAY_HELP: &str = "\
 Input, one request per line: <unix_ms> <key> [<cost>]
@@ -339,6 +358,8 @@ pub struct ReplaySettings {
     pub store: StoreConfig,
     /// What to do with a SQLite file that a running service has open.
     pub live_store: LiveStore,
+    /// The longest one Redis call may take (`--store-timeout-ms`).
+    pub store_timeout: Duration,
 }
 
 /// What `replay` does with a SQLite store that a running service (or
@@ -393,6 +414,7 @@ impl ReplayArgs {
             } else {
                 LiveStore::Refuse
             },
+            store_timeout: Duration::from_millis(self.store_timeout_ms),
         })
     }
 }
@@ -547,6 +569,31 @@ mod tests {
             replay_settings(&allowed).unwrap().live_store,
             LiveStore::Allow
         );
+    }
+
+    #[test]
+    fn replay_store_timeout_defaults_to_ten_seconds_and_is_checked_as_serves() {
+        let args = ["--algorithm", "gcra", "--limit", "1", "--window", "1s"];
+        assert_eq!(
+            replay_settings(&args).unwrap().store_timeout,
+            Duration::from_secs(10)
+        );
+        let mut set = args.to_vec();
+        set.extend(["--store-timeout-ms", "250"]);
+        assert_eq!(
+            replay_settings(&set).unwrap().store_timeout,
+            Duration::from_millis(250)
+        );
+        for bad in ["0", "-1", "1.5", "3600001"] {
+            let mut args = args.to_vec();
+            args.extend(["--store-timeout-ms", bad]);
+            let err = replay(&args).unwrap_err().to_string();
+            assert!(
+                err.contains("--store-timeout-ms") && err.contains(bad),
+                "{bad}: {err}"
+            );
+            assert!(serve(&["--store-timeout-ms", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

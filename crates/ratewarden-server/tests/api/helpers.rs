@@ -194,12 +194,28 @@ async fn launch(
     };
     match (options.store, &redis) {
         (StoreKind::Memory, _) => options.args.extend(["--store".into(), "memory".into()]),
-        (StoreKind::Redis, Some(server)) => options.args.extend([
-            "--store".into(),
-            server.url(),
-            "--store-timeout-ms".into(),
-            TEST_STORE_TIMEOUT_MS.into(),
-        ]),
+        (StoreKind::Redis, Some(server)) => {
+            options.args.extend([
+                "--store".into(),
+                server.url(),
+                "--store-timeout-ms".into(),
+                TEST_STORE_TIMEOUT_MS.into(),
+            ]);
+            // The tests on Redis count exactly, and none is about the
+            // failure policy (those use a failing store): fail closed, so
+            // that a call that still fails shows as a 503 rather than as
+            // an uncounted 200. Unless the test chose a policy itself.
+            let chosen = options.args.iter().any(|a| a == "--on-store-error")
+                || options
+                    .config
+                    .as_deref()
+                    .is_some_and(|c| c.contains("on_store_error"));
+            if !chosen {
+                options
+                    .args
+                    .extend(["--on-store-error".into(), "closed".into()]);
+            }
+        }
         _ => {}
     }
     let mut settings = settings(&options, &db_path);

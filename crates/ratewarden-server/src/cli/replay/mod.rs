@@ -196,7 +196,11 @@ pub enum Progress {
 /// [`ReplayError`]; the decisions before it have been written.
 pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
     check_not_live(&settings.store, settings.live_store)?;
-    let store = open_store(&for_replay(&settings.store), &StoreOptions::default())?;
+    let options = StoreOptions {
+        call_timeout: settings.store_timeout,
+        ..StoreOptions::default()
+    };
+    let store = open_store(&for_replay(&settings.store), &options)?;
     let stdin = io::stdin().lock();
     let stdout = io::stdout().lock();
     let progress = if io::stderr().is_terminal() {
