@@ -29,7 +29,9 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
-use ratewarden_tower::{KeyPart, MemoryStore, MissingKey, PolicyBuilder, RateLimitLayer, Store};
+use ratewarden_tower::{
+    Clock, KeyPart, MemoryStore, MissingKey, PolicyBuilder, RateLimitLayer, Store,
+};
 
 /// The authenticated user, put into the request's extensions by
 /// [`authenticate`].
@@ -66,22 +68,39 @@ pub fn open_store(arg: &str) -> Result<Option<Arc<dyn Store>>, Box<dyn std::erro
     })
 }
 
-/// The routes, rate limited on `store` (none: without the layer).
+/// The routes, rate limited on `store` (none: without the layer), on the
+/// system clock.
 pub fn app(store: Option<Arc<dyn Store>>) -> Result<Router, ratewarden_tower::BuildError> {
+    app_on(store, None)
+}
+
+/// As [`app`], deciding on `clock` (`None`: the system clock). Its test
+/// gives a `ManualClock`, so that the minute-long window of `logins`
+/// cannot end in the middle of it.
+pub fn app_on(
+    store: Option<Arc<dyn Store>>,
+    clock: Option<Arc<dyn Clock>>,
+) -> Result<Router, ratewarden_tower::BuildError> {
     let mut app = Router::new()
         .route("/api/orders", get(orders))
         .route("/login", post(login));
     if let Some(store) = store {
-        app = app.layer(rate_limits(store)?);
+        app = app.layer(rate_limits(store, clock)?);
     }
     // Outermost, so it runs before the rate limit layer sees the request.
     Ok(app.layer(middleware::from_fn(authenticate)))
 }
 
 /// The two policies.
-fn rate_limits(store: Arc<dyn Store>) -> Result<RateLimitLayer, ratewarden_tower::BuildError> {
-    RateLimitLayer::builder()
-        .store(store)
+fn rate_limits(
+    store: Arc<dyn Store>,
+    clock: Option<Arc<dyn Clock>>,
+) -> Result<RateLimitLayer, ratewarden_tower::BuildError> {
+    let mut builder = RateLimitLayer::builder().store(store);
+    if let Some(clock) = clock {
+        builder = builder.clock(clock);
+    }
+    builder
         .policy(
             PolicyBuilder::gcra("api")
                 .limit(100)
