@@ -176,7 +176,7 @@ impl Anchor {
     }
 
     /// Reads the system time, stores the offset and the next due time;
-    /// returns the system time.
+    /// returns the clock's time now, on the new offset.
     ///
     /// The system time is read between two counter reads and paired with
     /// their midpoint. Paired with one counter read, a thread descheduled
@@ -186,7 +186,7 @@ impl Anchor {
     /// than [`ANCHOR_BRACKET_NANOS`] (a pause, not the reads' own cost of
     /// well under a microsecond) is taken again, up to [`ANCHOR_TRIES`]
     /// times, keeping the narrowest: the anchor is then off by at most half
-    /// of it.
+    /// of it (25 µs, unless every try was paused).
     #[cold]
     fn reanchor(&self) -> u64 {
         let read = || {
@@ -206,14 +206,16 @@ impl Anchor {
             }
         }
         let (width, unix, after) = best;
-        let midpoint = after - width / 2;
-        self.offset
-            .store(unix.wrapping_sub(midpoint), Ordering::Relaxed);
+        // `width` is `after - before` at most, so this never underflows.
+        let offset = unix.wrapping_sub(after - width / 2);
+        self.offset.store(offset, Ordering::Relaxed);
         self.due.store(
             after.saturating_add(duration_nanos(REANCHOR_EVERY)),
             Ordering::Relaxed,
         );
-        unix
+        // Not the chosen try's system time: later, paused tries may have
+        // taken a while since it.
+        self.elapsed().wrapping_add(offset)
     }
 }
 
@@ -315,7 +317,8 @@ mod tests {
     /// after it, so a pause of this thread widens that interval instead of
     /// counting as an error, and the anchor pairs its own reads the same
     /// way (`Anchor::reanchor`), so a pause of the thread that re-anchors
-    /// does not shift the clock either.
+    /// shifts the clock by half the narrowest of its tries at most (25 µs
+    /// unless all four were paused).
     #[test]
     fn system_clock_stays_within_a_millisecond_of_the_system_time_across_reanchors() {
         let gap = |ours: u64, system: u64| ours.abs_diff(system);

@@ -388,9 +388,11 @@ async fn a_redis_restart_is_unavailable_then_recovers_by_itself() {
             Err(StoreError::Unavailable(_)) => {}
             other => panic!("call {i} while Redis is down: {other:?}"),
         }
+        // A killed server refuses connections: the call fails at once, far
+        // within the 10 s timeout, which it would take only if it waited.
         assert!(
-            took < timeout + SLACK,
-            "call {i} took {took:?}, over the {timeout:?} timeout"
+            took < SLACK,
+            "call {i} took {took:?}: it waited (timeout {timeout:?})"
         );
         let status = store.status(&p, &key, Timestamp::from_unix_nanos(T0)).await;
         assert!(

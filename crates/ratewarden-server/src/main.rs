@@ -9,6 +9,7 @@ use ratewarden_config::{ADMIN_KEY_ENV, Settings, StoreConfig, TimeSource};
 use ratewarden_core::{Clock, SystemClock};
 use ratewarden_redis::{RedisClock, RedisStore};
 use ratewarden_server::cli::{Command, ReplayArgs, ServeArgs};
+use ratewarden_server::reload::Baseline;
 use ratewarden_server::startup::{Application, shutdown_signal};
 
 /// mimalloc: requests allocate on tokio threads and free on the SQLite
@@ -48,6 +49,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = args
         .into_settings(std::env::var(ADMIN_KEY_ENV).ok())
         .context("invalid configuration")?;
+    // At once, before the store and the listeners: a change of the files
+    // from here on is applied when the watcher starts.
+    let loaded = Baseline::take(&settings);
     let envoy_limits = settings.envoy.as_ref().map_or(0, |e| e.policies().count());
     // The Envoy rules' limits come last in the set; they are counted, not listed.
     let policies: Vec<String> = settings
@@ -94,7 +98,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(addr) = app.grpc_addr() {
             tracing::info!(%addr, "listening (gRPC: envoy.service.ratelimit.v3, grpc.health.v1)");
         }
-        app.run_until_stopped_reloading(overrides, shutdown_signal())
+        app.run_until_stopped_reloading(overrides, loaded, shutdown_signal())
             .await
             .context("server failed")
     })

@@ -138,29 +138,44 @@ pub struct Reloader {
     sources: Vec<Source>,
     /// The settings in force (the start's restart-only settings stay).
     current: Mutex<Settings>,
-    /// The sources' contents when the reloader was made, which is what
-    /// the watcher compares with once it is in place.
-    loaded: Vec<Snapshot>,
+    /// What the sources held when the configuration was read at start,
+    /// which is what the watcher compares with once it is in place.
+    loaded: Baseline,
+}
+
+/// What the configuration file and the Envoy rules held when they were
+/// read at start. Take it right after reading them ([`Baseline::take`]),
+/// before anything slow (opening the store, binding): [`Reloader::run`]
+/// applies any difference it finds once its watcher is in place, so a
+/// change made meanwhile, which no watcher saw, is not lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Baseline(Vec<Snapshot>);
+
+impl Baseline {
+    /// The contents of `settings.config_file` and `settings.envoy_config`
+    /// (every YAML file of a directory) now; an unreadable file counts as
+    /// its own state.
+    pub fn take(settings: &Settings) -> Baseline {
+        Baseline(snapshot_of(&sources_of(settings)))
+    }
 }
 
 /// A file and its contents (`None`: unreadable).
 type Snapshot = (PathBuf, Option<Vec<u8>>);
 
 impl Reloader {
-    /// A reloader for `settings.config_file` and `settings.envoy_config`;
-    /// `None` when there is neither.
+    /// A reloader for `settings.config_file` and `settings.envoy_config`,
+    /// which held `loaded` when they were read; `None` when there is
+    /// neither.
     pub fn new(
         limiter: Arc<Limiter>,
         envoy: Arc<RateLimitService>,
         given: Overrides,
         settings: Settings,
+        loaded: Baseline,
     ) -> Option<Reloader> {
         let config_file = settings.config_file.clone();
-        let sources: Vec<Source> = config_file
-            .iter()
-            .chain(&settings.envoy_config)
-            .map(|p| Source::of(p))
-            .collect();
+        let sources = sources_of(&settings);
         if sources.is_empty() {
             return None;
         }
@@ -168,7 +183,6 @@ impl Reloader {
             envoy_config: settings.envoy_config.clone(),
             ..given
         };
-        let loaded = snapshot_of(&sources);
         Some(Reloader {
             limiter,
             envoy,
@@ -252,10 +266,10 @@ impl Reloader {
     }
 
     /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
-    /// change of what it reloads, until `stop`. A change made after
-    /// [`Reloader::new`] but before the watcher is in place is applied
-    /// too (regression: such a change was lost, and nothing reloaded
-    /// until the next one).
+    /// change of what it reloads, until `stop`. A change made after the
+    /// [`Baseline`] was taken but before the watcher is in place is
+    /// applied too (regression: such a change was lost, and nothing
+    /// reloaded until the next one).
     pub async fn run(self: Arc<Self>, mut hangups: Hangups, stop: CancellationToken) {
         let (tx, mut changed) = mpsc::unbounded_channel::<()>();
         let missed = tx.clone();
@@ -288,9 +302,9 @@ impl Reloader {
             }
         }
         let snapshot = || snapshot_of(&self.sources);
-        // Compared with what was there at `new`, not with what is there
+        // Compared with what was read at start, not with what is there
         // now: a change before the watch was placed sent no event.
-        let mut last = self.loaded.clone();
+        let mut last = self.loaded.0.clone();
         if snapshot() != last {
             let _ = missed.send(());
         }
@@ -320,6 +334,16 @@ impl Reloader {
         }
         drop(watcher);
     }
+}
+
+/// The configuration file, then the Envoy rules, of `settings`.
+fn sources_of(settings: &Settings) -> Vec<Source> {
+    settings
+        .config_file
+        .iter()
+        .chain(&settings.envoy_config)
+        .map(|p| Source::of(p))
+        .collect()
 }
 
 /// The contents of every source, in order.
@@ -407,8 +431,10 @@ mod tests {
     /// Regression (a clean-clone CI run): the watcher was placed by the
     /// reload task once it ran, and it took its first snapshot then. A
     /// file replaced in between sent no event and matched that snapshot,
-    /// so the change was never applied. Here the change comes before
-    /// [`Reloader::run`] even starts, the latest a watcher can be late.
+    /// so the change was never applied. Here the change comes after the
+    /// file was read and before the reloader is even made, the widest
+    /// the gap can be.
+    #[cfg(unix)] // `run`'s SIGHUP stream
     #[tokio::test]
     async fn a_change_before_the_watcher_is_in_place_is_applied() {
         let dir = tempfile::tempdir().unwrap();
@@ -417,6 +443,8 @@ mod tests {
         let given = Overrides::default();
         let file = ConfigFile::load(&path).unwrap();
         let settings = Settings::resolve(given.clone(), Some(&file), None).unwrap();
+        let loaded = Baseline::take(&settings);
+        std::fs::write(&path, policies(2)).unwrap();
         let limiter = Arc::new(Limiter::new(
             Arc::new(MemoryStore::new()),
             Arc::new(SystemClock),
@@ -427,10 +455,9 @@ mod tests {
             Arc::new(EnvoyConfig::default()),
             settings.on_store_error,
         ));
-        let reloader = Reloader::new(Arc::clone(&limiter), envoy, given, settings).unwrap();
+        let reloader = Reloader::new(Arc::clone(&limiter), envoy, given, settings, loaded).unwrap();
         assert_eq!(limit_of(&limiter), Some(3));
 
-        std::fs::write(&path, policies(2)).unwrap();
         let stop = CancellationToken::new();
         let running = tokio::spawn(Arc::new(reloader).run(None, stop.clone()));
         // Generous for a loaded machine; it returns as soon as applied.

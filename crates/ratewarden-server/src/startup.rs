@@ -220,13 +220,16 @@ impl Application {
 
     /// As [`Application::run_until_stopped`], reloading the configuration
     /// file (when the settings name one) on SIGHUP and on change, with
-    /// `given` (the flags and environment of the start) still winning.
+    /// `given` (the flags and environment of the start) still winning;
+    /// `loaded` is what the files held when they were read
+    /// ([`crate::reload::Baseline::take`]), so a change since is applied.
     ///
     /// # Errors
     /// The server's I/O error, if serving fails.
     pub async fn run_until_stopped_reloading(
         self,
         given: ratewarden_config::Overrides,
+        loaded: crate::reload::Baseline,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let stop = CancellationToken::new();
@@ -235,6 +238,7 @@ impl Application {
             Arc::clone(&self.state.envoy),
             given,
             self.settings.clone(),
+            loaded,
         );
         // Without a file, SIGHUP must still be taken (its default action
         // would end the process) and is answered with a log line.

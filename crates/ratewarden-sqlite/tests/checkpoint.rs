@@ -59,9 +59,12 @@ async fn a_background_checkpoint_copies_the_wal_before_the_writer_would() {
 /// which SQLite increments each time a writer restarts the WAL from its
 /// beginning and writes into the header it then rewrites.
 fn wal_restarts(path: &Path) -> u32 {
-    let wal = std::fs::read(wal(path)).unwrap();
-    assert!(wal.len() >= 32, "no WAL header: {} bytes", wal.len());
-    u32::from_be_bytes(wal[12..16].try_into().unwrap())
+    use std::io::Read;
+    let mut header = [0u8; 32];
+    std::fs::File::open(wal(path))
+        .and_then(|mut f| f.read_exact(&mut header))
+        .expect("a WAL header");
+    u32::from_be_bytes([header[12], header[13], header[14], header[15]])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,10 +93,11 @@ async fn the_wal_stays_bounded_under_sustained_writes() {
     // limit it grows first depends on the machine, not on the code: on a
     // loaded one the writer's attempts can meet the background pass
     // holding the checkpoint lock (or a slow fsync) while commits go on
-    // (2.2 times the limit was seen while a compiler ran beside it). So
-    // what is asserted is that it did start over, by the header's count,
-    // and that its file, which keeps its largest size, stayed under half
-    // of what a WAL that never started over would reach.
+    // (2.2 times the limit, 18 MB, was seen while a compiler ran beside
+    // it). So what is asserted is that it did start over, by the header's
+    // count, and that its file, which keeps its largest size, stayed under
+    // 64 MB: 8 times the 2,000-page limit, 3.5 times the worst seen, a
+    // quarter of what a WAL that never started over would reach.
     let restarts = wal_restarts(&path);
     let wal_bytes = size(&wal(&path));
     println!("the WAL started over {restarts} times and grew to {wal_bytes} bytes");
@@ -102,9 +106,9 @@ async fn the_wal_stays_bounded_under_sustained_writes() {
         "the WAL never started over ({wal_bytes} bytes): it is not bounded"
     );
     assert!(
-        wal_bytes < 120 << 20,
+        wal_bytes < 64 << 20,
         "the WAL grew to {wal_bytes} bytes (started over {restarts} times): \
-         not bounded by its 2,000-page limit"
+         over 8 times its 2,000-page limit"
     );
     store.close().await;
     assert_eq!(size(&wal(&path)), 0, "closing truncates the WAL");

@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use ratewarden_sqlite::{SqliteOptions, SqliteStore};
 use ratewarden_tower::{
-    Clock, KeyPart, MemoryStore, MissingKey, PolicyBuilder, RateLimitLayer, Store,
+    Clock, KeyPart, MemoryStore, MissingKey, PolicyBuilder, RateLimitLayer, Store, SystemClock,
 };
 
 /// The authenticated user, put into the request's extensions by
@@ -71,15 +71,14 @@ pub fn open_store(arg: &str) -> Result<Option<Arc<dyn Store>>, Box<dyn std::erro
 /// The routes, rate limited on `store` (none: without the layer), on the
 /// system clock.
 pub fn app(store: Option<Arc<dyn Store>>) -> Result<Router, ratewarden_tower::BuildError> {
-    app_on(store, None)
+    app_on(store, Arc::new(SystemClock))
 }
 
-/// As [`app`], deciding on `clock` (`None`: the system clock). Its test
-/// gives a `ManualClock`, so that the minute-long window of `logins`
-/// cannot end in the middle of it.
+/// As [`app`], deciding on `clock`. Its test gives a `ManualClock`, so
+/// that the minute-long window of `logins` cannot end in the middle of it.
 pub fn app_on(
     store: Option<Arc<dyn Store>>,
-    clock: Option<Arc<dyn Clock>>,
+    clock: Arc<dyn Clock>,
 ) -> Result<Router, ratewarden_tower::BuildError> {
     let mut app = Router::new()
         .route("/api/orders", get(orders))
@@ -94,13 +93,11 @@ pub fn app_on(
 /// The two policies.
 fn rate_limits(
     store: Arc<dyn Store>,
-    clock: Option<Arc<dyn Clock>>,
+    clock: Arc<dyn Clock>,
 ) -> Result<RateLimitLayer, ratewarden_tower::BuildError> {
-    let mut builder = RateLimitLayer::builder().store(store);
-    if let Some(clock) = clock {
-        builder = builder.clock(clock);
-    }
-    builder
+    RateLimitLayer::builder()
+        .store(store)
+        .clock(clock)
         .policy(
             PolicyBuilder::gcra("api")
                 .limit(100)

@@ -93,5 +93,7 @@ pub use layer::{
     MissingKey, RateLimitLayer, RateLimitLayerBuilder, RateLimitService, ResponseBody,
 };
 pub use policy::{BuildError, KeyFn, PolicyBuilder};
-pub use ratewarden_core::{Clock, Key, KeyMatch, ManualClock, MemoryStore, Store, StoreError};
+pub use ratewarden_core::{
+    Clock, Key, KeyMatch, ManualClock, MemoryStore, Store, StoreError, SystemClock,
+};
 pub use ratewarden_limiter::{FailureMode, KeyPart, Limiter, PolicyDef, PolicySet};

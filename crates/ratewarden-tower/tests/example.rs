@@ -30,7 +30,7 @@ impl Example {
         let store = example::open_store(&format!("sqlite:{}", db.display()))
             .expect("open the SQLite store");
         let clock = Arc::clone(clock) as Arc<dyn ratewarden_tower::Clock>;
-        let app = example::app_on(store, Some(clock)).expect("the example's policies build");
+        let app = example::app_on(store, clock).expect("the example's policies build");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a free port");
