@@ -42,7 +42,7 @@ from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from google.protobuf import wrappers_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from blackbox import free_port, start_redis, stop_server
+from blackbox import STORE_TIMEOUT_MS, free_port, start_redis, stop_server
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "envoy" / "reference"
@@ -57,10 +57,6 @@ Unit = rls_pb2.RateLimitResponse.RateLimit
 # loaded 2-core CI machine fails none of them.
 RELOAD_WAIT = 20   # a changed rules file applied, or its error logged
 HEALTH_WAIT = 30   # gRPC health reaching a status
-# The store timeout of the Redis instance, as the Rust tests'
-# TEST_STORE_TIMEOUT_MS: the cases count exactly, and with the default
-# 100 ms a call slowed by a busy machine fails open (an uncounted OK).
-STORE_TIMEOUT_MS = "10000"
 # One call's deadline: longer than the store timeout, so that only a hang
 # fails it.
 CALL_TIMEOUT = 30

@@ -49,16 +49,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from blackbox import free_port, start_redis, stop_server
+from blackbox import STORE_TIMEOUT_MS, free_port, start_redis, stop_server
 
 ADMIN_KEY = "ops-admin-key"
 
-# `--store-timeout-ms` of the instances on Redis, as the Rust tests'
-# TEST_STORE_TIMEOUT_MS: their answers before an outage and after it must
-# not depend on how busy the machine is (with the default 100 ms a slow
-# call fails open or closed). A dead Redis fails calls at once whatever the
-# timeout: the connection is refused, then the breaker fails fast.
-STORE_TIMEOUT_MS = "10000"
 # A client's deadline for one answer: longer than the store timeout, so
 # that only a hang fails it.
 CLIENT_TIMEOUT = 30

@@ -51,18 +51,6 @@ async fn stampede(
 const LIMIT: usize = 20;
 const REQUESTS: usize = 400;
 
-/// The flags of every test that counts admissions exactly. Exactness is
-/// the store's promise, so these tests keep the failure policy out of it:
-/// besides the store timeout `Instance::start` gives every Redis instance
-/// (`TEST_STORE_TIMEOUT_MS`), fail closed, so that a call that still times out shows as a
-/// 503 instead of an uncounted 200.
-const EXACT: [&str; 2] = ["--on-store-error", "closed"];
-
-/// `args` and [`EXACT`].
-fn exact(args: &[&'static str]) -> Vec<&'static str> {
-    [args, &EXACT[..]].concat()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_on_one_redis_admit_exactly_the_limit_for_every_algorithm() {
     let redis = RedisServer::start();
@@ -76,7 +64,6 @@ async fn two_instances_on_one_redis_admit_exactly_the_limit_for_every_algorithm(
             "--ping-window",
             "86400",
         ];
-        let args = exact(&args);
         let a = Instance::start(&redis.url(), &args).await;
         let b = Instance::start(&redis.url(), &args).await;
         for round in 0..3 {
@@ -100,7 +87,7 @@ async fn two_instances_on_one_redis_admit_exactly_the_limit_for_every_algorithm(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_on_one_redis_admit_exactly_the_limit_on_rate_check() {
     let redis = RedisServer::start();
-    let args = exact(&["--check-limit", "20", "--check-window", "86400"]);
+    let args = ["--check-limit", "20", "--check-window", "86400"];
     let a = Instance::start(&redis.url(), &args).await;
     let b = Instance::start(&redis.url(), &args).await;
     for round in 0..3 {
@@ -256,7 +243,6 @@ async fn instances_following_redis_time_share_limits_too() {
         "--ping-window",
         "86400",
     ];
-    let args = exact(&args);
     let a = Instance::start(&redis.url(), &args).await;
     let b = Instance::start(&redis.url(), &args).await;
     let codes = stampede(&[&a, &b], REQUESTS, |c, base| {

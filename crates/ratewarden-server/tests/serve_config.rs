@@ -91,25 +91,12 @@ fn store(kind: &str, dir: &Path) -> (String, Option<RedisServer>) {
     }
 }
 
-/// `serve`'s flags besides the store: `--config PATH`, and on Redis
-/// `--on-store-error closed`. The tests count exactly and none is about
-/// the failure policy: besides the store timeout `Instance::start` gives
-/// Redis, failing closed makes a call that still fails show as a 503
-/// rather than as an uncounted 200.
-fn serve_args<'a>(kind: &str, config: &'a Path) -> Vec<&'a str> {
-    let mut args = vec!["--config", config.to_str().unwrap()];
-    if kind == "redis" {
-        args.extend(["--on-store-error", "closed"]);
-    }
-    args
-}
-
 async fn reload_on_change_keeps_counters_and_a_broken_file_changes_nothing(kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _redis) = store(kind, dir.path());
     let config = dir.path().join("rw.toml");
     std::fs::write(&config, policies(3, "")).unwrap();
-    let app = Instance::start(&store, &serve_args(kind, &config)).await;
+    let app = Instance::start(&store, &["--config", config.to_str().unwrap()]).await;
     let client = reqwest::Client::new();
     for _ in 0..2 {
         assert_eq!(check(&client, &app.base, "api").await.0, 200);
@@ -187,7 +174,7 @@ async fn every_algorithm_and_all_or_nothing_over_a_real_process(kind: &str) {
     config.push_str("[[policies]]\nname = \"dry\"\nalgorithm = \"gcra\"\nlimit = 1\nwindow = \"1h\"\nshadow = true\n");
     let path = dir.path().join("rw.toml");
     std::fs::write(&path, config).unwrap();
-    let app = Instance::start(&store, &serve_args(kind, &path)).await;
+    let app = Instance::start(&store, &["--config", path.to_str().unwrap()]).await;
     let client = reqwest::Client::new();
     for algorithm in ["fixed_window", "sliding_log", "sliding_window", "gcra"] {
         assert_eq!(
@@ -259,7 +246,7 @@ async fn sighup_reloads(kind: &str) {
     std::fs::write(&target, policies(3, "")).unwrap();
     let link = dir.path().join("rw.toml");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let app = Instance::start(&store, &serve_args(kind, &link)).await;
+    let app = Instance::start(&store, &["--config", link.to_str().unwrap()]).await;
     let client = reqwest::Client::new();
     assert_eq!(check(&client, &app.base, "api").await.0, 200);
     std::fs::write(&target, policies(1, "")).unwrap();

@@ -20,12 +20,20 @@ impl Instance {
     /// `ratewarden serve --listen 127.0.0.1:PORT --store STORE ARGS`, once
     /// it answers HTTP.
     ///
-    /// On Redis the store timeout is [`TEST_STORE_TIMEOUT_MS`] unless
-    /// `args` set one.
+    /// On Redis, unless `args` set them, the store timeout is
+    /// [`TEST_STORE_TIMEOUT_MS`] and the instance fails closed: tests count
+    /// admissions exactly, so a call slowed by a busy machine must neither
+    /// time out nor, should it all the same, pass as an uncounted 200 (it
+    /// shows as a 503). A test about the failure policy names it.
     pub async fn start(store: &str, args: &[&str]) -> Instance {
         let mut all = vec!["--store", store];
-        if store.starts_with("redis://") && !args.contains(&"--store-timeout-ms") {
-            all.extend(["--store-timeout-ms", TEST_STORE_TIMEOUT_MS]);
+        if store.starts_with("redis://") {
+            if !args.contains(&"--store-timeout-ms") {
+                all.extend(["--store-timeout-ms", TEST_STORE_TIMEOUT_MS]);
+            }
+            if !args.contains(&"--on-store-error") {
+                all.extend(["--on-store-error", "closed"]);
+            }
         }
         all.extend_from_slice(args);
         Instance::serve(&all, &[]).await
