@@ -43,6 +43,16 @@ impl Example {
     }
 }
 
+impl Example {
+    /// `POST /login`.
+    async fn login(&self, http: &reqwest::Client) -> reqwest::Response {
+        http.post(format!("{}/login", self.url))
+            .send()
+            .await
+            .expect("POST /login")
+    }
+}
+
 impl Drop for Example {
     fn drop(&mut self) {
         self.server.abort();
@@ -91,11 +101,7 @@ async fn the_example_limits_both_routes_and_keeps_its_counters_across_a_restart(
     assert_eq!(body["user"], "alice");
 
     for remaining in [2, 1, 0] {
-        let login = http
-            .post(format!("{}/login", app.url))
-            .send()
-            .await
-            .expect("POST /login");
+        let login = app.login(&http).await;
         assert_eq!(login.status(), 200);
         // A fixed window aligned to the clock: t is what is left of it.
         assert_eq!(
@@ -103,11 +109,7 @@ async fn the_example_limits_both_routes_and_keeps_its_counters_across_a_restart(
             format!("\"logins\";r={remaining};t=50").as_str()
         );
     }
-    let refused = http
-        .post(format!("{}/login", app.url))
-        .send()
-        .await
-        .expect("the 4th POST /login");
+    let refused = app.login(&http).await;
     assert_eq!(refused.status(), 429);
     assert_eq!(refused.headers()["retry-after"], "50");
     drop(app);
@@ -116,21 +118,13 @@ async fn the_example_limits_both_routes_and_keeps_its_counters_across_a_restart(
     // refuses the same client within the window, to its last second …
     let app = Example::start(&db, &clock).await;
     clock.advance(Duration::from_secs(49));
-    let again = http
-        .post(format!("{}/login", app.url))
-        .send()
-        .await
-        .expect("POST /login after the restart");
+    let again = app.login(&http).await;
     assert_eq!(again.status(), 429, "the window survives a restart");
     assert_eq!(again.headers()["retry-after"], "1");
 
     // … and the next window starts afresh.
     clock.advance(Duration::from_secs(1));
-    let next = http
-        .post(format!("{}/login", app.url))
-        .send()
-        .await
-        .expect("POST /login in the next window");
+    let next = app.login(&http).await;
     assert_eq!(next.status(), 200, "a new window");
     assert_eq!(next.headers()["ratelimit"], "\"logins\";r=2;t=60");
 }
