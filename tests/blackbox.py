@@ -1,5 +1,6 @@
-"""What the black-box tests in tests/ share: free loopback ports and a
-redis-server of their own (never one the user runs)."""
+"""What the black-box tests in tests/ share: free loopback ports, a
+redis-server of their own (never one the user runs), and a wait past a
+fixed window's edge."""
 
 import socket
 import subprocess
@@ -18,6 +19,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def avoid_window_edge(window_secs: float, needed: float) -> None:
+    """Waits for the next window when fewer than `needed` seconds are left
+    in this one, so that what a case counts from now on, in a fixed window
+    of `window_secs` (or of a multiple of it) on the real clock, falls in
+    one window. Windows are aligned to the Unix epoch as ratewarden's are
+    (a window of a day is a UTC day); the wait is at most `needed` seconds
+    plus 50 ms. `needed`: a generous bound on how long the case counts
+    from here, shorter than the window."""
+    assert needed < window_secs, (needed, window_secs)
+    left = window_secs - time.time() % window_secs
+    if left < needed:
+        time.sleep(left + 0.05)
 
 
 def start_redis(port: int) -> subprocess.Popen:

@@ -14,7 +14,10 @@ use tokio::sync::Barrier;
 
 mod common;
 
-use common::{Instance, RedisServer, TEST_STORE_TIMEOUT_MS};
+use common::{Instance, RedisServer, TEST_STORE_TIMEOUT_MS, avoid_window_edge};
+
+/// The ping window of these tests (`--ping-window 86400`): a UTC day.
+const DAY: Duration = Duration::from_secs(86_400);
 
 /// Sends `n` requests at once, alternating between `instances`; returns
 /// the status codes.
@@ -55,7 +58,6 @@ const REQUESTS: usize = 400;
 async fn two_instances_on_one_redis_admit_exactly_the_limit_for_every_algorithm() {
     let redis = RedisServer::start();
     for algorithm in ["fixed_window", "sliding_log", "sliding_window", "gcra"] {
-        // A day-long window: no window edge falls inside a round.
         let args = [
             "--ping-algorithm",
             algorithm,
@@ -66,6 +68,9 @@ async fn two_instances_on_one_redis_admit_exactly_the_limit_for_every_algorithm(
         ];
         let a = Instance::start(&redis.url(), &args).await;
         let b = Instance::start(&redis.url(), &args).await;
+        // The fixed window's count starts over at UTC midnight: no round
+        // may straddle it.
+        avoid_window_edge(DAY, Duration::from_secs(60)).await;
         for round in 0..3 {
             let key = format!("{algorithm}-{round}");
             let codes = stampede(&[&a, &b], REQUESTS, |c, base| {
@@ -222,6 +227,7 @@ async fn a_redis_outage_follows_the_failure_policy_and_ratewarden_recovers_on_it
     // Decisions are correct again: exactly the limit for a fresh key (on
     // the closed instance, so a call that still failed would show as a 503,
     // never as an extra 200).
+    avoid_window_edge(DAY, Duration::from_secs(30)).await;
     let codes: Vec<u16> = {
         let mut v = Vec::new();
         for _ in 0..8 {
@@ -245,6 +251,7 @@ async fn instances_following_redis_time_share_limits_too() {
     ];
     let a = Instance::start(&redis.url(), &args).await;
     let b = Instance::start(&redis.url(), &args).await;
+    avoid_window_edge(DAY, Duration::from_secs(30)).await;
     let codes = stampede(&[&a, &b], REQUESTS, |c, base| {
         c.get(format!("{base}/ping"))
             .header("X-Client-Key", "redis-time")

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ratewarden_core::{Clock, SystemClock};
 pub use ratewarden_testkit::redis_server::{RedisServer, TEST_STORE_TIMEOUT_MS, free_port};
 
 /// One `ratewarden serve` process, its standard error kept in a file.
@@ -135,4 +136,27 @@ pub fn run(args: &[&str], dir: &Path) -> std::process::Output {
 /// A file of `dir`.
 pub fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
+}
+
+/// Waits for the next window when less than `needed` is left of the
+/// current one, so that what a test counts from now on, in a fixed window
+/// of length `window` (or of a multiple of it) on the real clock, falls in
+/// one window. Windows are aligned to the Unix epoch as ratewarden's are
+/// (docs/semantics.md): one of a day is a UTC day. The wait is at most
+/// `needed` plus 50 ms, whatever the window.
+///
+/// `needed` is a generous bound on how long the test counts from here, and
+/// shorter than `window`.
+pub async fn avoid_window_edge(window: Duration, needed: Duration) {
+    assert!(
+        needed < window,
+        "needed ({needed:?}) must be shorter than the window ({window:?})"
+    );
+    let window_ns = u64::try_from(window.as_nanos()).expect("a window of less than 584 years");
+    let into = Duration::from_nanos(SystemClock.now().as_unix_nanos() % window_ns);
+    let left = window - into;
+    if left < needed {
+        // The margin covers the service's own reading of the clock.
+        tokio::time::sleep(left + Duration::from_millis(50)).await;
+    }
 }
