@@ -70,6 +70,11 @@ pub fn duration_nanos(d: Duration) -> u64 {
 /// `Duration` holds them (saturating only past `Duration::MAX`).
 pub fn duration_from_nanos(n: u128) -> Duration {
     const NANOS_PER_SEC: u128 = 1_000_000_000;
+    // The usual case in 64 bits: a division by a constant the compiler
+    // turns into a multiplication, where a 128-bit one calls a routine.
+    if let Ok(n) = u64::try_from(n) {
+        return Duration::from_nanos(n);
+    }
     match u64::try_from(n / NANOS_PER_SEC) {
         // The remainder is below 10^9, so it fits a u32.
         Ok(secs) => Duration::new(secs, (n % NANOS_PER_SEC) as u32),
@@ -304,6 +309,10 @@ mod tests {
         let two_max = 2 * u128::from(u64::MAX);
         assert_eq!(duration_from_nanos(two_max).as_nanos(), two_max);
         assert_eq!(duration_from_nanos(1), Duration::from_nanos(1));
+        // Both sides of the 64-bit fast path.
+        let max64 = u128::from(u64::MAX);
+        assert_eq!(duration_from_nanos(max64).as_nanos(), max64);
+        assert_eq!(duration_from_nanos(max64 + 1).as_nanos(), max64 + 1);
         assert_eq!(duration_from_nanos(u128::MAX), Duration::MAX);
     }
 
