@@ -131,8 +131,9 @@ fn never(quota: &Quota, tat: u64, t: u64) -> Decision {
 /// pending) / period⌋`, 0 when `pending` exceeds the bucket. With
 /// `pending = q·period − r` (`0 ≤ r < period`, so `q = used`),
 /// `burst·period − pending = (burst − q)·period + r`, so `remaining =
-/// burst − used` (saturating): one division instead of two, in 64 bits
-/// when both operands fit (always, for windows under 584 years).
+/// burst − used`; past the bucket `used > burst`, so `remaining` is 0
+/// (saturating). One division instead of two, in 64 bits when both
+/// operands fit (always, for waits under 584 years).
 fn taken(pending: u128, burst: u128, period: u128) -> (u64, u64) {
     let used = match (u64::try_from(pending), u64::try_from(period)) {
         (Ok(p), Ok(d)) => u128::from(p.div_ceil(d)),
