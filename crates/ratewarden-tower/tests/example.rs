@@ -41,9 +41,7 @@ impl Example {
         });
         Example { server, url }
     }
-}
 
-impl Example {
     /// `POST /login`.
     async fn login(&self, http: &reqwest::Client) -> reqwest::Response {
         http.post(format!("{}/login", self.url))
