@@ -2,13 +2,13 @@
 //! operations on one key's entry under the shard's lock.
 
 use std::hash::BuildHasher;
-use std::sync::Arc;
 use std::time::Duration;
 
 use hashbrown::HashTable;
 
 use super::compact_key::{CompactKey, Probe};
 use super::log::{LogEntry, drop_dead, log_decide, log_status, record};
+use super::spaces::Spaces;
 use super::{Hasher, SWEEP_EVERY};
 use crate::algorithm::fixed_window::{self, FixedWindowState};
 use crate::algorithm::gcra::{self, GcraState};
@@ -78,7 +78,7 @@ impl Space {
 #[derive(Debug, Default)]
 pub(super) struct Shard {
     /// By policy name.
-    pub(super) spaces: hashbrown::HashMap<Arc<str>, Space, Hasher>,
+    pub(super) spaces: Spaces,
     pub(super) ops: u32,
 }
 
@@ -178,7 +178,7 @@ pub(super) enum Next {
 
 impl Shard {
     pub(super) fn len(&self) -> usize {
-        self.spaces.values().map(Space::len).sum()
+        self.spaces.iter().map(Space::len).sum()
     }
 
     /// Counts an operation; every [`SWEEP_EVERY`] operations drops the
@@ -192,11 +192,11 @@ impl Shard {
     }
 
     fn space(&self, policy: &Policy) -> Option<&Space> {
-        self.spaces.get(&*policy.name)
+        self.spaces.get(&policy.name)
     }
 
     fn space_mut(&mut self, policy: &Policy) -> &mut Space {
-        self.spaces.entry_ref(&*policy.name).or_default()
+        self.spaces.get_or_insert(&policy.name)
     }
 
     /// Decides and records one check, with one table lookup.
@@ -348,7 +348,7 @@ impl Shard {
             });
             live
         }
-        let Some(space) = self.spaces.get_mut(&*policy.name) else {
+        let Some(space) = self.spaces.get_mut(&policy.name) else {
             return 0;
         };
         let quota = &policy.quota;
@@ -369,7 +369,7 @@ impl Shard {
             }),
         };
         if space.len() == 0 {
-            self.spaces.remove(&*policy.name);
+            self.spaces.drop_empty();
         }
         live
     }
@@ -395,7 +395,7 @@ impl Shard {
         let now = now.as_unix_nanos();
         let wanted = |a: Algorithm| algorithm.is_none_or(|x| x == a);
         let mut dropped = 0;
-        for space in self.spaces.values_mut() {
+        for space in self.spaces.iter_mut() {
             if wanted(Algorithm::FixedWindow) {
                 dropped += expire_table(&mut space.fixed, now, hasher);
             }
@@ -409,7 +409,7 @@ impl Shard {
                 dropped += expire_table(&mut space.log, now, hasher);
             }
         }
-        self.spaces.retain(|_, space| space.len() > 0);
+        self.spaces.drop_empty();
         dropped
     }
 }

@@ -24,9 +24,10 @@
 //!   (`replay/pipeline.rs`): 1.2–1.7× the decisions per second of one
 //!   thread on the memory store (the cheaper the algorithm's decision, the
 //!   more), with the same output byte for byte. On the memory store
-//!   nothing is allocated per line
-//!   ([`MemoryStore::acquire_single_now`](ratewarden_core::MemoryStore::acquire_single_now)
-//!   takes the key's bytes); other stores get a [`Key`] per request.
+//!   nothing is allocated per line and no lock is taken
+//!   ([`MemoryStore::acquire_single_mut`](ratewarden_core::MemoryStore::acquire_single_mut)
+//!   takes the key's bytes, and the deciding thread owns the store);
+//!   other stores get a [`Key`] per request.
 //! - **The store directly, not the decision layer.** Replay is an offline
 //!   simulator: the trace brings its own times and there is one policy, so
 //!   it needs neither the limiter's clock nor its policy set, failure modes
@@ -273,11 +274,12 @@ pub fn replay(
     progress: Progress,
 ) -> Result<Summary, ReplayError> {
     match store {
-        OpenedStore::Memory(store) => {
+        OpenedStore::Memory(mut store) => {
+            // The deciding thread is the store's only user: no locks.
             let decide = |key: &[u8], attempt| {
                 // The reader has refused over-long keys already.
                 store
-                    .acquire_single_now(policy, key, attempt)
+                    .acquire_single_mut(policy, key, attempt)
                     .map_err(|e| StoreError::Failed(e.to_string()))
             };
             pipeline::replay_with(decide, input, output, progress, BLOCK_BYTES)
