@@ -142,6 +142,54 @@ async fn ttls_last_exactly_as_long_as_the_state_is_needed() {
     }
 }
 
+/// GCRA's TTL: the state's span plus the slack, whatever the slack's size
+/// (up to 15 digits of ms in doubles, beyond in decimal strings), and
+/// never shorter than the TTL the key already has.
+#[tokio::test]
+async fn a_gcra_ttl_adds_any_slack_and_is_never_shortened() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let t = T0 + 30 * SEC;
+    // tat = t + 3·T, T = 6 s: 18,000 ms of state.
+    let p = policy(Algorithm::Gcra, 10, Duration::from_secs(60));
+    for slack_ms in [0, 1_000, 999_999_999_999_999, 1_000_000_000_000_007] {
+        let config = RedisConfig::from_url(&server.url())
+            .unwrap()
+            .with_key_prefix(&fresh_prefix())
+            .unwrap()
+            .with_ttl_slack(Duration::from_millis(slack_ms))
+            .with_timeout(test_store_timeout());
+        let prefix = config.key_prefix().to_owned();
+        let store = RedisStore::connect(config).await.unwrap();
+        let key = Key::single("k").unwrap();
+        let written = Instant::now();
+        assert!(acquire(&store, &p, &key, t, 3).await.unwrap().allowed());
+        let keys = ttls(&server, &prefix);
+        let waited = i64::try_from(written.elapsed().as_millis()).unwrap();
+        let expected = 18_000 + i64::try_from(slack_ms).unwrap();
+        assert_eq!(keys.len(), 1, "slack {slack_ms}: {keys:?}");
+        let ttl = keys[0].1;
+        assert!(
+            ttl <= expected && ttl > expected - 2_000 - waited,
+            "slack {slack_ms}: TTL {ttl} ms, expected {expected} ms"
+        );
+        // A longer TTL (set by an instance whose clock is behind) stays.
+        let longer = expected + 5_000_000;
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(&keys[0].0)
+            .arg(longer)
+            .query(&mut con)
+            .unwrap();
+        assert!(acquire(&store, &p, &key, t, 1).await.unwrap().allowed());
+        let ttl = ttls(&server, &prefix)[0].1;
+        assert!(
+            ttl > longer - 2_000 - waited,
+            "slack {slack_ms}: TTL {ttl} ms, kept at least {longer} ms"
+        );
+    }
+}
+
 #[tokio::test]
 async fn batches_run_as_fcall_of_the_versioned_library_on_redis_7() {
     let server = RedisServer::start();
