@@ -5,6 +5,7 @@
 #   scripts/bench-peers.sh [rounds=5] [duration=10s] [connections=50] [threads=2] [scenario...]
 #   scripts/bench-peers.sh redis-anchor [rounds=3]
 #   scripts/bench-peers.sh replay [rounds=3] [lines=10000000]
+#   scripts/bench-peers.sh governor [rounds=5]
 #
 # HTTP mode. Scenarios (default: all available), each `wrk --latency` with
 # a key drawn from 10,000 at random per request and limits no run reaches
@@ -64,6 +65,15 @@
 # interleaved: median wall seconds and decisions per second (the aim:
 # 10 M/s). REPLAY_BASE_BIN, when set, is a second build measured in the
 # same rounds, and the table gives the ratio to it.
+#
+# governor mode: criterion's gcra_vs_governor group (crates/ratewarden-bench/
+# benches/decisions.rs: the memory store's GCRA beside governor's keyed
+# limiter, 10,000 keys, with their clocks and at a fixed instant), ROUNDS
+# runs of 3 s per benchmark: the medians of criterion's per-run medians
+# (ns per decision) and of the ratio within each run (the aim: with the
+# clock, at most 1.0x governor). GOVERNOR_BENCH_BIN is the bench binary
+# (default: built here with `cargo bench --no-run`); GOVERNOR_BASE_BENCH_BIN,
+# when set, is another build's, run in turn with it in every round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${RATEWARDEN_PEERS_DIR:-$HOME/.cache/ratewarden-peers}
@@ -71,6 +81,7 @@ cmdline="scripts/bench-peers.sh $*"
 mode=http
 [ "${1:-}" != redis-anchor ] || { mode=redis-anchor; shift; }
 [ "${1:-}" != replay ] || { mode=replay; shift; }
+[ "${1:-}" != governor ] || { mode=governor; shift; }
 rounds=${1:-5} duration=${2:-10s} conns=${3:-50} threads=${4:-2}
 fail() { echo "bench-peers: $*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null || fail "$1 is missing: apt-get install -y $2"; }
@@ -184,6 +195,56 @@ redis.register_function('bench_batch', function(keys, argv) return batches(keys,
   done
   echo
   echo "command: $cmdline ($(redis-server --version | sed 's/.*v=\([^ ]*\).*/Redis \1/'), redis-cell $cell_v), $(date -u '+%Y-%m-%d %H:%M UTC')"
+  exit 0
+fi
+
+if [ "$mode" = governor ]; then
+  rounds=${1:-5}
+  bench=${GOVERNOR_BENCH_BIN:-}
+  if [ -z "$bench" ]; then
+    bench=$(cargo bench --locked -p ratewarden-bench --bench decisions --no-run --message-format json 2>/dev/null |
+      python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "decisions" and m.get("executable"):
+        print(m["executable"])')
+    [ -n "$bench" ] || fail "cargo bench --no-run built no decisions bench"
+  fi
+  builds=(this "$bench")
+  [ -z "${GOVERNOR_BASE_BENCH_BIN:-}" ] || builds=(base "$GOVERNOR_BASE_BENCH_BIN" "${builds[@]}")
+  export CRITERION_HOME=$tmp/criterion
+  names=("ratewarden memory gcra" "governor keyed" "ratewarden memory gcra, fixed time" "governor keyed, fake clock")
+  estimate() { python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))["median"]["point_estimate"])' \
+    "$CRITERION_HOME/gcra_vs_governor/$1/new/estimates.json"; }
+  declare -A ns
+  for round in $(seq 1 "$rounds"); do
+    wait_for_compilers
+    for ((i = 0; i < ${#builds[@]}; i += 2)); do
+      build=${builds[i]}
+      "${builds[i + 1]}" --bench 'gcra_vs_governor/(ratewarden|governor)' --warm-up-time 1 \
+        --measurement-time 3 --noplot >"$tmp/governor.out" 2>&1 || fail "bench failed: $(tail -3 "$tmp/governor.out")"
+      line="round $round: $build"
+      for n in "${names[@]}"; do v=$(estimate "$n"); ns[$build $n]+="$v "; line+=" | $n $v"; done
+      for pair in clock fixed; do
+        if [ $pair = clock ]; then a=${names[0]} b=${names[1]}; else a=${names[2]} b=${names[3]}; fi
+        r=$(awk -v a="$(estimate "$a")" -v b="$(estimate "$b")" 'BEGIN {printf "%.3f", a / b}')
+        ns[$build ratio $pair]+="$r "
+      done
+      echo "$line ns"
+    done
+  done
+  echo
+  echo "| build | ratewarden, clock | governor | ratio | ratewarden, fixed time | governor, fake clock | ratio |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  for ((i = 0; i < ${#builds[@]}; i += 2)); do
+    build=${builds[i]} row="| ${builds[i]}"
+    for n in "${names[@]:0:2}"; do row+=" | $(median <<<"${ns[$build $n]}")"; done
+    row+=" | $(median <<<"${ns[$build ratio clock]}")x"
+    for n in "${names[@]:2:2}"; do row+=" | $(median <<<"${ns[$build $n]}")"; done
+    echo "$row | $(median <<<"${ns[$build ratio fixed]}")x |"
+  done
+  echo
+  echo "command: $cmdline (ns per decision, medians of $rounds runs; ratios paired within each run), $(date -u '+%Y-%m-%d %H:%M UTC')"
   exit 0
 fi
 

@@ -232,7 +232,7 @@ local function batch(keys, kb, argv, base, n, out)
   if n == 1 then
     -- One item is its own batch: an item has a write only when it is
     -- allowed or is a fixed window counting a denial, and either way the
-    -- rule below writes it. No tables to settle (a fifth of a lone GCRA
+    -- rule below writes it. No tables to settle (a tenth of a lone GCRA
     -- call's instructions in Redis, BENCHMARKS.md).
     local code, flags = argv[base], argv[base + 1]
     local never, counts = false, false
