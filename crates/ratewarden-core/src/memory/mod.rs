@@ -101,13 +101,9 @@ impl MemoryStore {
         part: &[u8],
         attempt: Attempt,
     ) -> Result<Decision, KeyError> {
-        let mut buf = [0u8; crate::key::SHORT_SINGLE];
-        if let Some(encoded) = crate::key::single_encoded_in(part, &mut buf) {
-            let ctx = self.ctx_encoded(policy, encoded);
-            return Ok(self.acquire_ctx(policy, &ctx, attempt));
-        }
-        let key = Key::single(part)?;
-        Ok(self.acquire_now(policy, &key, attempt))
+        with_single_encoded(part, |encoded| {
+            self.acquire_ctx(policy, &self.ctx_encoded(policy, encoded), attempt)
+        })
     }
 
     /// [`MemoryStore::acquire_single_now`] for a caller that has the store
@@ -124,12 +120,9 @@ impl MemoryStore {
         part: &[u8],
         attempt: Attempt,
     ) -> Result<Decision, KeyError> {
-        let mut buf = [0u8; crate::key::SHORT_SINGLE];
-        if let Some(encoded) = crate::key::single_encoded_in(part, &mut buf) {
-            return Ok(self.acquire_encoded_mut(policy, encoded, attempt));
-        }
-        let key = Key::single(part)?;
-        Ok(self.acquire_encoded_mut(policy, key.encoded(), attempt))
+        with_single_encoded(part, |encoded| {
+            self.acquire_encoded_mut(policy, encoded, attempt)
+        })
     }
 
     fn acquire_encoded_mut(
@@ -240,6 +233,21 @@ impl MemoryStore {
     fn lock_shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
         lock(&self.shards[self.shard_index(hash)])
     }
+}
+
+/// Runs `f` on the [`Key::encoded`] bytes of [`Key::single`]`(part)`,
+/// made on the stack for a short part (no allocation).
+///
+/// # Errors
+/// [`KeyError::TooLong`] when `part` is longer than [`Key::MAX_BYTES`];
+/// `f` is not run then.
+fn with_single_encoded<R>(part: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<R, KeyError> {
+    let mut buf = [0u8; crate::key::SHORT_SINGLE];
+    if let Some(encoded) = crate::key::single_encoded_in(part, &mut buf) {
+        return Ok(f(encoded));
+    }
+    let key = Key::single(part)?;
+    Ok(f(key.encoded()))
 }
 
 /// What finding the entry of (`policy`, the key `encoded`) takes.

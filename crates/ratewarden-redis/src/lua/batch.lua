@@ -226,6 +226,13 @@ local decide = { fw = fixed_window, sl = sliding_log, sw = sliding_window, gc = 
 local ARGS = { fw = 4, sl = 5, sw = 7, gc = 6 }
 local SEEN = { fw = 1, sl = 3, sw = 3, gc = 1 }
 
+-- An item's flags: whether its cost can never pass ('n'), whether its
+-- denial is counted ('c').
+local function flagged(flags)
+  if flags == 'e' then return false, false end
+  return string.find(flags, 'n', 1, true) ~= nil, string.find(flags, 'c', 1, true) ~= nil
+end
+
 -- One batch of n items: keys from keys[kb + 1], arguments from argv[base];
 -- appends its values to out.
 local function batch(keys, kb, argv, base, n, out)
@@ -235,11 +242,7 @@ local function batch(keys, kb, argv, base, n, out)
     -- rule below writes it. No tables to settle (a tenth of a lone GCRA
     -- call's instructions in Redis, BENCHMARKS.md).
     local code, flags = argv[base], argv[base + 1]
-    local never, counts = false, false
-    if flags ~= 'e' then
-      never = string.find(flags, 'n', 1, true) ~= nil
-      counts = string.find(flags, 'c', 1, true) ~= nil
-    end
+    local never, counts = flagged(flags)
     local ok, write, state = decide[code](argv, keys[kb + 1], never, counts, base + 1, true)
     if write then write() end
     if ok then out[#out + 1] = '1' else out[#out + 1] = '0' end
@@ -250,11 +253,7 @@ local function batch(keys, kb, argv, base, n, out)
   local denied = false
   for i = 1, n do
     local code, flags = argv[base], argv[base + 1]
-    local never, counts = false, false
-    if flags ~= 'e' then
-      never = string.find(flags, 'n', 1, true) ~= nil
-      counts = string.find(flags, 'c', 1, true) ~= nil
-    end
+    local never, counts = flagged(flags)
     local ok, write, state = decide[code](argv, keys[kb + i], never, counts, base + 1)
     if not ok and string.byte(flags, 1) == 101 then denied = true end -- 'e'
     codes[i] = code
