@@ -131,10 +131,9 @@ impl MemoryStore {
         encoded: &[u8],
         attempt: Attempt,
     ) -> Decision {
-        let index = self.shard_index(self.hasher.hash_one(encoded));
         let MemoryStore { shards, hasher } = self;
         let ctx = ctx_of(hasher, policy, encoded);
-        let shard = shards[index]
+        let shard = shards[shard_of(ctx.hash, shards.len())]
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         decide_alone(shard, hasher, policy, &ctx, attempt)
@@ -226,8 +225,7 @@ impl MemoryStore {
     }
 
     fn shard_index(&self, hash: u64) -> usize {
-        // The top bits pick the shard; the tables use the low bits.
-        (hash >> 48) as usize & (self.shards.len() - 1)
+        shard_of(hash, self.shards.len())
     }
 
     fn lock_shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
@@ -248,6 +246,12 @@ fn with_single_encoded<R>(part: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<R, 
     }
     let key = Key::single(part)?;
     Ok(f(key.encoded()))
+}
+
+/// The shard of a key's hash among `shards` (a power of two): the top
+/// bits pick the shard; the tables use the low bits.
+fn shard_of(hash: u64, shards: usize) -> usize {
+    (hash >> 48) as usize & (shards - 1)
 }
 
 /// What finding the entry of (`policy`, the key `encoded`) takes.
