@@ -142,7 +142,7 @@ return batches(KEYS, ARGV)")
   redis-cli -p "$redis_port" FUNCTION LOAD "#!lua name=bench_batch
 $code
 redis.register_function('bench_batch', function(keys, argv) return batches(keys, argv) end)" >/dev/null
-  now=$(date +%s%N)
+  now=$(date +%s%N) now_hi=$((now / 10**15)) now_lo=$((now % 10**15))
   rb() { redis-benchmark -p "$redis_port" -c 64 -n 192000 -r 10000 -q "$@" |
     tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1; }
   declare -A res usec
@@ -157,13 +157,13 @@ redis.register_function('bench_batch', function(keys, argv) return batches(keys,
         cl_throttle) r=$(rb CL.THROTTLE "cell:{__rand_int__}" 1000000 1 60 1) ;;
         incr_pexpire) r=$(rb EVALSHA "$plain" 1 "plain:{__rand_int__}" 1 60000) ;;
         # One batch of one GCRA item as gcra.rs sends it (batch.lua's
-        # order: batches, items, code, flags, arguments): now, now +
-        # 10^12 ns of allowance (B·T − c·T), 1 ns a call (c·T), i64::MAX,
-        # 1 s TTL slack, the allowance 10^12 again.
-        rw_batch_gcra) r=$(rb EVALSHA "$batch" 1 "rw:gcra:bench:{__rand_int__}" 1 1 gc e "$now" \
-          "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
-        rw_fcall_gcra) r=$(rb FCALL bench_batch 1 "rw:gcra:fbench:{__rand_int__}" 1 1 gc e "$now" \
-          "$((now + 1000000000000))" 1 9223372036854775807 1000 1000000000000) ;;
+        # order: batches, items, code, flags, arguments): now div and
+        # mod 10^15, 1 ns a call (c·T), 1 s TTL slack, 10^12 ns of
+        # allowance (B·T − c·T).
+        rw_batch_gcra) r=$(rb EVALSHA "$batch" 1 "rw:gcra:bench:{__rand_int__}" 1 1 gc e "$now_hi" \
+          "$now_lo" 1 1000 1000000000000) ;;
+        rw_fcall_gcra) r=$(rb FCALL bench_batch 1 "rw:gcra:fbench:{__rand_int__}" 1 1 gc e "$now_hi" \
+          "$now_lo" 1 1000 1000000000000) ;;
         rw_store_bench) r=$(RW_REDIS_URL="redis://127.0.0.1:$redis_port/0" \
           cargo bench -q -p ratewarden-bench --bench redis_throughput 2>/dev/null |
           sed -n 's/.*: \([0-9.]*\) decisions\/s.*/\1/p') ;;

@@ -28,7 +28,7 @@ fn args_of(algorithm: Algorithm) -> usize {
     match algorithm {
         Algorithm::FixedWindow => 4,
         Algorithm::SlidingLog => 5,
-        Algorithm::Gcra => 6,
+        Algorithm::Gcra => 5,
         Algorithm::SlidingWindow => 7,
     }
 }

@@ -15,6 +15,12 @@ use crate::batch::{Block, Seen};
 use crate::numbers::{decimal, parse_u64, slack_ms};
 use crate::{RedisStore, get, keys};
 
+/// Where the script splits `now` (ns): its `HALF`, 10^15.
+const NOW_SPLIT: u64 = 1_000_000_000_000_000;
+
+// The script's cap on a tat (`MAX_I64` in lua/batch.lua) is this one.
+const _: () = assert!(MAX_TAT == i64::MAX as u64);
+
 /// The batch script's arguments for one GCRA item.
 pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Attempt) -> Block {
     let quota = &policy.quota;
@@ -24,19 +30,20 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
         // Never passes (limit 0, or cost above the burst): read only.
         return Block::never(name, []);
     };
-    let t = u128::from(attempt.now.as_unix_nanos());
+    let t = attempt.now.as_unix_nanos();
     let period = u128::from(period);
     let capacity = u128::from(quota.burst()) * period;
     let cost_time = u128::from(cost) * period;
-    // cost <= burst, so capacity >= cost_time.
-    let latest_tat0 = t + capacity - cost_time;
+    // cost <= burst, so capacity >= cost_time. `now` travels as its high
+    // and low parts (div and mod 10^15: each exact in a double, no string
+    // for the script to split); the script caps the tat at its own
+    // i64::MAX, which is MAX_TAT.
     Block::new(
         name,
         [
-            decimal(t),
-            decimal(latest_tat0),
+            decimal(t / NOW_SPLIT),
+            decimal(t % NOW_SPLIT),
             decimal(cost_time),
-            decimal(MAX_TAT),
             decimal(slack_ms(store.config.ttl_slack())),
             decimal(capacity - cost_time),
         ],

@@ -36,16 +36,20 @@
 -- dadd: plain doubles where exact); the counters themselves are added by
 -- Redis's own 64-bit INCRBY. A key the item creates gets its TTL with the
 -- write (SET … PX, or PEXPIRE after ZADD); an existing one reads PTTL first
--- and only ever extends it. An algorithm returns its write as a closure
--- for the batch to run once settled; told that its item is alone in its
--- batch (`alone`, whose write always runs), GCRA writes at once instead.
+-- and only ever extends it. An algorithm returns whether the item is
+-- allowed, its write as a closure for the batch to run once settled, and
+-- the state it saw as up to three values (no table per item); told that
+-- its item is alone in its batch (`alone`, whose write always runs), GCRA
+-- writes at once instead.
+
+-- i64::MAX, where a counter and a GCRA tat saturate.
+local MAX_I64 = '9223372036854775807'
 
 local function fixed_window(argv, key, never, counted, b)
   -- b+1 cost c, b+2 L − c (allowed iff count <= L − c), b+3 i64::MAX − c,
   -- b+4 TTL in ms (the window's end). Sees: the count before.
   local before = redis.call('GET', key)
-  local seen = { before }
-  if never then return false, nil, seen end
+  if never then return false, nil, before end
   local allowed = not before or dcmp(before, argv[b + 2]) <= 0
   local write = nil
   if allowed or counted then
@@ -54,7 +58,7 @@ local function fixed_window(argv, key, never, counted, b)
         -- A new counter: nothing to add to, no TTL to keep.
         redis.call('SET', key, argv[b + 1], 'PX', argv[b + 4])
       elseif dcmp(before, argv[b + 3]) > 0 then
-        redis.call('SET', key, '9223372036854775807', 'PX', ttl_at_least(key, argv[b + 4]))
+        redis.call('SET', key, MAX_I64, 'PX', ttl_at_least(key, argv[b + 4]))
       else
         -- before + c <= i64::MAX: exact in Redis's 64-bit integers.
         redis.call('INCRBY', key, argv[b + 1])
@@ -62,7 +66,7 @@ local function fixed_window(argv, key, never, counted, b)
       end
     end
   end
-  return allowed, write, seen
+  return allowed, write, before
 end
 
 local function sliding_log(argv, key, never, counted, b)
@@ -79,7 +83,7 @@ local function sliding_log(argv, key, never, counted, b)
   local ns = string.format('%d', n)
   local newest = false
   if n > 0 then newest = redis.call('ZRANGE', key, -1, -1)[1] end
-  if never then return false, nil, { ns, newest, false } end
+  if never then return false, nil, ns, newest, false end
   if dcmp(ns, argv[b + 2]) <= 0 then
     local write = function()
       local c, prefix = tonumber(argv[b + 3]), argv[b + 4]
@@ -100,12 +104,12 @@ local function sliding_log(argv, key, never, counted, b)
         expire_at_least(key, argv[b + 5])
       end
     end
-    return true, write, { ns, newest, false }
+    return true, write, ns, newest, false
   end
   -- Denied: n > L − c, so L − c < n < 2^53 and j = n − (L − c) <= n.
   local j = n - tonumber(argv[b + 2])
   local jth = redis.call('ZRANGE', key, j - 1, j - 1)[1]
-  return false, nil, { ns, newest, jth }
+  return false, nil, ns, newest, jth
 end
 
 -- x·y + u·v <= z on decimal strings; doubles when both products have at
@@ -124,8 +128,8 @@ local function sliding_window(argv, key, never, counted, b)
   -- Allowed iff prev·(W − elapsed) + (curr + c)·W <= L·W. Sees: the
   -- stored k, curr, prev.
   local s = redis.call('HMGET', key, 'k', 'curr', 'prev')
-  local seen = { s[1] or false, s[2] or false, s[3] or false }
-  if never then return false, nil, seen end
+  local s1, s2, s3 = s[1], s[2], s[3]
+  if never then return false, nil, s1, s2, s3 end
   local k = argv[b + 1]
   local prev, curr = '0', '0'
   if s[1] and s[1] == k then
@@ -140,9 +144,9 @@ local function sliding_window(argv, key, never, counted, b)
       redis.call('HSET', key, 'k', k, 'curr', next_curr, 'prev', prev)
       expire_at_least(key, argv[b + 7])
     end
-    return true, write, seen
+    return true, write, s1, s2, s3
   end
-  return false, nil, seen
+  return false, nil, s1, s2, s3
 end
 
 -- GCRA's write on its fast path (gcra below): tat = now + d + c·T, kept
@@ -173,15 +177,14 @@ local function gcra_write(key, tat, d, ct, nh, nl, slack)
 end
 
 local function gcra(argv, key, never, counted, b, alone)
-  -- b+1 now (ns), b+2 now + B·T − c·T, b+3 c·T, b+4 i64::MAX, b+5 TTL
-  -- slack in ms, b+6 B·T − c·T. tat0 = max(tat, now); allowed iff tat0 <=
-  -- now + B·T − c·T; then tat = min(tat0 + c·T, i64::MAX), kept until
-  -- tat. Sees: the tat.
+  -- b+1 now's high part (now div 10^15), b+2 its low part (now mod 10^15;
+  -- now in ns), b+3 c·T, b+4 TTL slack in ms, b+5 B·T − c·T. tat0 =
+  -- max(tat, now); allowed iff tat0 <= now + B·T − c·T; then tat =
+  -- min(tat0 + c·T, i64::MAX), kept until tat. Sees: the tat.
   local tat = redis.call('GET', key)
-  local seen = { tat }
-  if never then return false, nil, seen end
-  local now, ct, room = argv[b + 1], argv[b + 3], argv[b + 6]
-  local nh, nl = halves(now)
+  if never then return false, nil, tat end
+  local nh, nl = tonumber(argv[b + 1]), tonumber(argv[b + 2])
+  local ct, room = argv[b + 3], argv[b + 5]
   if #room <= 15 and #ct <= 15 and nh <= 9219 then
     -- Fast path: spans from now in doubles. d = tat0 − now; every span
     -- here stays below 4·10^15 < 2^53, and now + d below i64::MAX
@@ -190,40 +193,41 @@ local function gcra(argv, key, never, counted, b, alone)
     if tat then
       local th, tl = halves(tat)
       local dh = th - nh
-      if dh >= 2 then return false, nil, seen end -- d > 10^15 > B·T − c·T
+      if dh >= 2 then return false, nil, tat end -- d > 10^15 > B·T − c·T
       if dh >= 0 then
         d = dh * HALF + tl - nl
         if d < 0 then d = 0 end
       end
     end
-    if d > tonumber(room) then return false, nil, seen end
+    if d > tonumber(room) then return false, nil, tat end
     if alone then
       -- Alone in its batch, an allowed item is written: at once, without
       -- a closure (its upvalues cost Redis a sixteenth of the item).
-      gcra_write(key, tat, d, ct, nh, nl, argv[b + 5])
-      return true, nil, seen
+      gcra_write(key, tat, d, ct, nh, nl, argv[b + 4])
+      return true, nil, tat
     end
-    local write = function() gcra_write(key, tat, d, ct, nh, nl, argv[b + 5]) end
-    return true, write, seen
+    local write = function() gcra_write(key, tat, d, ct, nh, nl, argv[b + 4]) end
+    return true, write, tat
   end
+  local now = unhalves(nh, nl)
   local tat0 = now
   if tat and dcmp(tat, now) > 0 then tat0 = tat end
-  if dcmp(tat0, argv[b + 2]) > 0 then return false, nil, seen end
+  if dcmp(tat0, dadd(now, room)) > 0 then return false, nil, tat end
   local write = function()
     local new = dadd(tat0, ct)
-    if dcmp(new, argv[b + 4]) > 0 then new = argv[b + 4] end
+    if dcmp(new, MAX_I64) > 0 then new = MAX_I64 end
     -- new <= i64::MAX, so new − now < 2^63, as ms_between needs.
     local ms = 1
     if dcmp(new, now) > 0 then ms = ms_between(new, now) end
-    local ttl = dadd(string.format('%d', ms), argv[b + 5])
+    local ttl = dadd(string.format('%d', ms), argv[b + 4])
     if tat then ttl = ttl_at_least(key, ttl) end
     redis.call('SET', key, new, 'PX', ttl)
   end
-  return true, write, seen
+  return true, write, tat
 end
 
 local decide = { fw = fixed_window, sl = sliding_log, sw = sliding_window, gc = gcra }
-local ARGS = { fw = 4, sl = 5, sw = 7, gc = 6 }
+local ARGS = { fw = 4, sl = 5, sw = 7, gc = 5 }
 local SEEN = { fw = 1, sl = 3, sw = 3, gc = 1 }
 
 -- An item's flags: whether its cost can never pass ('n'), whether its
@@ -231,6 +235,18 @@ local SEEN = { fw = 1, sl = 3, sw = 3, gc = 1 }
 local function flagged(flags)
   if flags == 'e' then return false, false end
   return string.find(flags, 'n', 1, true) ~= nil, string.find(flags, 'c', 1, true) ~= nil
+end
+
+-- Appends an item's values to out: allowed, then the `count` values of
+-- the state it saw (false for a value that is not there).
+local function put(out, ok, count, s1, s2, s3)
+  local m = #out
+  if ok then out[m + 1] = '1' else out[m + 1] = '0' end
+  out[m + 2] = s1 or false
+  if count == 3 then
+    out[m + 3] = s2 or false
+    out[m + 4] = s3 or false
+  end
 end
 
 -- One batch of n items: keys from keys[kb + 1], arguments from argv[base];
@@ -243,31 +259,28 @@ local function batch(keys, kb, argv, base, n, out)
     -- call's instructions in Redis, BENCHMARKS.md).
     local code, flags = argv[base], argv[base + 1]
     local never, counts = flagged(flags)
-    local ok, write, state = decide[code](argv, keys[kb + 1], never, counts, base + 1, true)
+    local ok, write, s1, s2, s3 = decide[code](argv, keys[kb + 1], never, counts, base + 1, true)
     if write then write() end
-    if ok then out[#out + 1] = '1' else out[#out + 1] = '0' end
-    for j = 1, SEEN[code] do out[#out + 1] = state[j] or false end
+    put(out, ok, SEEN[code], s1, s2, s3)
     return
   end
-  local codes, writes, counted, seen, allowed = {}, {}, {}, {}, {}
+  local codes, writes, counted, allowed, seen1, seen2, seen3 = {}, {}, {}, {}, {}, {}, {}
   local denied = false
   for i = 1, n do
     local code, flags = argv[base], argv[base + 1]
     local never, counts = flagged(flags)
-    local ok, write, state = decide[code](argv, keys[kb + i], never, counts, base + 1)
+    local ok, write, s1, s2, s3 = decide[code](argv, keys[kb + i], never, counts, base + 1)
     if not ok and string.byte(flags, 1) == 101 then denied = true end -- 'e'
     codes[i] = code
     allowed[i] = ok
-    writes[i] = write
+    writes[i] = write or false
     counted[i] = counts
-    seen[i] = state
+    seen1[i], seen2[i], seen3[i] = s1 or false, s2 or false, s3 or false
     base = base + 2 + ARGS[code]
   end
   for i = 1, n do
     if writes[i] and (not denied or counted[i]) then writes[i]() end
-    if allowed[i] then out[#out + 1] = '1' else out[#out + 1] = '0' end
-    local state = seen[i]
-    for j = 1, SEEN[codes[i]] do out[#out + 1] = state[j] or false end
+    put(out, allowed[i], SEEN[codes[i]], seen1[i], seen2[i], seen3[i])
   end
 end
 
@@ -277,19 +290,26 @@ local function message(e)
   return 'error: ' .. tostring(e)
 end
 
+-- A batch's number of items; most have one, which needs no conversion.
+local function items(n)
+  if n == '1' then return 1 end
+  return tonumber(n)
+end
+
 -- Every batch of the call: keys and argv as described at the top.
 local function batches(keys, argv)
   if argv[1] == '1' then
     -- One batch alone (no load): an error is the call's own, so it needs
-    -- no pcall, and the values go straight into the reply.
-    local reply = { 'ok' }
-    batch(keys, 0, argv, 3, tonumber(argv[2]), reply)
+    -- no pcall, and the values go straight into the reply, made with
+    -- room for one item's five values (#reply is still 1: no regrowth).
+    local reply = { 'ok', nil, nil, nil, nil }
+    batch(keys, 0, argv, 3, items(argv[2]), reply)
     return reply
   end
   local reply = {}
   local base, kb = 2, 0
   for _ = 1, tonumber(argv[1]) do
-    local n = tonumber(argv[base])
+    local n = items(argv[base])
     -- The batch's values go straight into the reply; on an error they
     -- are taken back out (no value is nil, so #reply is the end).
     local start = #reply
