@@ -21,6 +21,10 @@ pub struct Quota {
     window_nanos: NonZeroU64,
     burst: Option<u64>,
     count_denied: bool,
+    /// `window_nanos / limit`, at least 1; 0 for a limit of 0. Computed
+    /// once: GCRA needs it at every decision, and a 64-bit division is a
+    /// noticeable part of one (BENCHMARKS.md).
+    emission_interval: u64,
 }
 
 /// Why a [`Quota`] could not be built.
@@ -52,11 +56,16 @@ impl Quota {
         let nanos =
             u64::try_from(window.as_nanos()).map_err(|_| QuotaError::WindowTooLong(window))?;
         let window_nanos = NonZeroU64::new(nanos).ok_or(QuotaError::ZeroWindow)?;
+        let emission_interval = match limit {
+            0 => 0,
+            _ => (window_nanos.get() / limit).max(1),
+        };
         Ok(Quota {
             limit,
             window_nanos,
             burst: None,
             count_denied: false,
+            emission_interval,
         })
     }
 
@@ -95,6 +104,12 @@ impl Quota {
     /// The number of units allowed per window.
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// GCRA's emission interval `T = W / L` in nanoseconds, at least 1;
+    /// `None` for a limit of 0.
+    pub fn emission_interval(&self) -> Option<u64> {
+        (self.emission_interval > 0).then_some(self.emission_interval)
     }
 
     /// The window length.
@@ -300,6 +315,19 @@ mod tests {
         let q = Quota::new(0, Duration::from_secs(60)).unwrap();
         assert_eq!(q.limit(), 0);
         assert_eq!(q.window_nanos(), 60_000_000_000);
+        assert_eq!(q.emission_interval(), None);
+    }
+
+    #[test]
+    fn the_emission_interval_is_the_window_over_the_limit_at_least_one_ns() {
+        let q = |limit, nanos| Quota::new(limit, Duration::from_nanos(nanos)).unwrap();
+        assert_eq!(q(10, 1_000_000_000).emission_interval(), Some(100_000_000));
+        assert_eq!(q(3, 10).emission_interval(), Some(3));
+        assert_eq!(q(10, 1).emission_interval(), Some(1));
+        assert_eq!(q(MAX_COUNT - 1, u64::MAX).emission_interval(), Some(2));
+        // The burst and counting denials leave it alone.
+        let g = q(4, 100).with_burst(9).counting_denied();
+        assert_eq!(g.emission_interval(), Some(25));
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub struct GcraState {
 /// The emission interval `T = W / L` in nanoseconds, at least 1; `None`
 /// for a limit of 0.
 pub fn emission_interval(quota: &Quota) -> Option<u64> {
-    (quota.limit() > 0).then(|| (quota.window_nanos() / quota.limit()).max(1))
+    quota.emission_interval()
 }
 
 /// Whether `state` still holds usage at `now` (differs from no state):
