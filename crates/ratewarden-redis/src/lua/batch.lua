@@ -39,37 +39,65 @@
 -- and only ever extends it. An algorithm returns whether the item is
 -- allowed, its write as a closure for the batch to run once settled, and
 -- the state it saw as up to three values (no table per item); told that
--- its item is alone in its batch (`alone`, whose write always runs), GCRA
--- writes at once instead.
+-- its item is alone in its batch (`alone`, whose write always runs), it
+-- writes at once instead (a closure's upvalues are allocations of their
+-- own in Lua 5.1).
 
 -- i64::MAX, where a counter and a GCRA tat saturate.
 local MAX_I64 = '9223372036854775807'
 
-local function fixed_window(argv, key, never, counted, b)
+-- A fixed window's write (fixed_window below): the count before plus c,
+-- saturating at i64::MAX, kept until the window's end.
+local function fixed_write(argv, key, b, before)
+  if not before then
+    -- A new counter: nothing to add to, no TTL to keep.
+    redis.call('SET', key, argv[b + 1], 'PX', argv[b + 4])
+  elseif dcmp(before, argv[b + 3]) > 0 then
+    redis.call('SET', key, MAX_I64, 'PX', ttl_at_least(key, argv[b + 4]))
+  else
+    -- before + c <= i64::MAX: exact in Redis's 64-bit integers.
+    redis.call('INCRBY', key, argv[b + 1])
+    expire_at_least(key, argv[b + 4])
+  end
+end
+
+local function fixed_window(argv, key, never, counted, b, alone)
   -- b+1 cost c, b+2 L − c (allowed iff count <= L − c), b+3 i64::MAX − c,
   -- b+4 TTL in ms (the window's end). Sees: the count before.
   local before = redis.call('GET', key)
   if never then return false, nil, before end
   local allowed = not before or dcmp(before, argv[b + 2]) <= 0
-  local write = nil
-  if allowed or counted then
-    write = function()
-      if not before then
-        -- A new counter: nothing to add to, no TTL to keep.
-        redis.call('SET', key, argv[b + 1], 'PX', argv[b + 4])
-      elseif dcmp(before, argv[b + 3]) > 0 then
-        redis.call('SET', key, MAX_I64, 'PX', ttl_at_least(key, argv[b + 4]))
-      else
-        -- before + c <= i64::MAX: exact in Redis's 64-bit integers.
-        redis.call('INCRBY', key, argv[b + 1])
-        expire_at_least(key, argv[b + 4])
-      end
-    end
+  if not (allowed or counted) then return false, nil, before end
+  if alone then
+    fixed_write(argv, key, b, before)
+    return allowed, nil, before
   end
-  return allowed, write, before
+  return allowed, function() fixed_write(argv, key, b, before) end, before
 end
 
-local function sliding_log(argv, key, never, counted, b)
+-- A sliding log's write (sliding_log below): c events at now, the log
+-- kept W from now; n is the number of live events before them.
+local function log_write(argv, key, b, n)
+  local c, prefix = tonumber(argv[b + 3]), argv[b + 4]
+  local args = {}
+  for i = 1, c do
+    args[#args + 1] = '0'
+    args[#args + 1] = prefix .. i
+    if #args >= 1000 then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+  if n == 0 then
+    -- An empty sorted set does not exist: the key is new, no TTL to keep.
+    redis.call('PEXPIRE', key, argv[b + 5])
+  else
+    expire_at_least(key, argv[b + 5])
+  end
+end
+
+local function sliding_log(argv, key, never, counted, b, alone)
   -- b+1 '(' .. first live instant (20 digits), or '' when every event is
   -- live; b+2 L − c; b+3 c; b+4 member prefix '<now>:<request id>:'; b+5
   -- TTL in ms (W). Members are '<20-digit ns>:<request id>:<i>', all
@@ -85,31 +113,23 @@ local function sliding_log(argv, key, never, counted, b)
   if n > 0 then newest = redis.call('ZRANGE', key, -1, -1)[1] end
   if never then return false, nil, ns, newest, false end
   if dcmp(ns, argv[b + 2]) <= 0 then
-    local write = function()
-      local c, prefix = tonumber(argv[b + 3]), argv[b + 4]
-      local args = {}
-      for i = 1, c do
-        args[#args + 1] = '0'
-        args[#args + 1] = prefix .. i
-        if #args >= 1000 then
-          redis.call('ZADD', key, unpack(args))
-          args = {}
-        end
-      end
-      if #args > 0 then redis.call('ZADD', key, unpack(args)) end
-      if n == 0 then
-        -- An empty sorted set does not exist: the key is new, no TTL to keep.
-        redis.call('PEXPIRE', key, argv[b + 5])
-      else
-        expire_at_least(key, argv[b + 5])
-      end
+    if alone then
+      log_write(argv, key, b, n)
+      return true, nil, ns, newest, false
     end
-    return true, write, ns, newest, false
+    return true, function() log_write(argv, key, b, n) end, ns, newest, false
   end
   -- Denied: n > L − c, so L − c < n < 2^53 and j = n − (L − c) <= n.
   local j = n - tonumber(argv[b + 2])
   local jth = redis.call('ZRANGE', key, j - 1, j - 1)[1]
   return false, nil, ns, newest, jth
+end
+
+-- A sliding window counter's write (sliding_window below): window k's
+-- count and the one before it, kept until (k+2)·W.
+local function window_write(argv, key, b, k, next_curr, prev)
+  redis.call('HSET', key, 'k', k, 'curr', next_curr, 'prev', prev)
+  expire_at_least(key, argv[b + 7])
 end
 
 -- x·y + u·v <= z on decimal strings; doubles when both products have at
@@ -122,7 +142,7 @@ local function products_at_most(x, y, u, v, z)
   return cmp(add(mul(big(x), big(y)), mul(big(u), big(v))), big(z)) <= 0
 end
 
-local function sliding_window(argv, key, never, counted, b)
+local function sliding_window(argv, key, never, counted, b, alone)
   -- b+1 k, b+2 k − 1 or '' when k = 0, b+3 c, b+4 W − elapsed, b+5 W,
   -- b+6 L·W, b+7 TTL in ms (until (k+2)·W, when curr stops weighing).
   -- Allowed iff prev·(W − elapsed) + (curr + c)·W <= L·W. Sees: the
@@ -140,11 +160,11 @@ local function sliding_window(argv, key, never, counted, b)
   end
   local next_curr = dadd(curr, argv[b + 3])
   if products_at_most(prev, argv[b + 4], next_curr, argv[b + 5], argv[b + 6]) then
-    local write = function()
-      redis.call('HSET', key, 'k', k, 'curr', next_curr, 'prev', prev)
-      expire_at_least(key, argv[b + 7])
+    if alone then
+      window_write(argv, key, b, k, next_curr, prev)
+      return true, nil, s1, s2, s3
     end
-    return true, write, s1, s2, s3
+    return true, function() window_write(argv, key, b, k, next_curr, prev) end, s1, s2, s3
   end
   return false, nil, s1, s2, s3
 end
