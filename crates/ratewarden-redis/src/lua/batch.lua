@@ -321,7 +321,8 @@ local function batches(keys, argv)
   if argv[1] == '1' then
     -- One batch alone (no load): an error is the call's own, so it needs
     -- no pcall, and the values go straight into the reply, made with
-    -- room for one item's five values (#reply is still 1: no regrowth).
+    -- room for 'ok' and one item's values, four at most (#reply is
+    -- still 1: the nils are free slots, so it does not regrow).
     local reply = { 'ok', nil, nil, nil, nil }
     batch(keys, 0, argv, 3, items(argv[2]), reply)
     return reply
