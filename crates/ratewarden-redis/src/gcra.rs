@@ -26,7 +26,7 @@ pub(crate) fn block(store: &RedisStore, policy: &Policy, key: &Key, attempt: Att
     let quota = &policy.quota;
     let name = keys::state(store.config.key_prefix(), policy, key);
     let cost = attempt.cost.get();
-    let Some(period) = gcra::emission_interval(quota).filter(|_| cost <= quota.burst()) else {
+    let Some(period) = quota.emission_interval().filter(|_| cost <= quota.burst()) else {
         // Never passes (limit 0, or cost above the burst): read only.
         return Block::never(name, []);
     };

@@ -32,12 +32,6 @@ pub struct GcraState {
     pub tat: u64,
 }
 
-/// The emission interval `T = W / L` in nanoseconds, at least 1; `None`
-/// for a limit of 0.
-pub fn emission_interval(quota: &Quota) -> Option<u64> {
-    quota.emission_interval()
-}
-
 /// Whether `state` still holds usage at `now` (differs from no state):
 /// its theoretical arrival time is later than `now`.
 pub fn in_use(state: GcraState, now: Timestamp) -> bool {
@@ -56,7 +50,7 @@ pub fn decide(
     let tat0 = u128::from(tat.max(t));
     let c = u128::from(attempt.cost.get());
     let b = u128::from(quota.burst());
-    let Some(period) = emission_interval(quota).filter(|_| c <= b) else {
+    let Some(period) = quota.emission_interval().filter(|_| c <= b) else {
         return (never(quota, tat, t), None);
     };
     let period = u128::from(period);
@@ -93,7 +87,7 @@ pub fn status(state: Option<GcraState>, quota: &Quota, now: Timestamp) -> Decisi
     let (d, _) = decide(state, quota, Attempt::one(now));
     let t = now.as_unix_nanos();
     let tat = state.map_or(t, |s| s.tat).max(t);
-    let Some(period) = emission_interval(quota) else {
+    let Some(period) = quota.emission_interval() else {
         return d;
     };
     let pending = u128::from(tat - t);
@@ -108,7 +102,7 @@ pub fn status(state: Option<GcraState>, quota: &Quota, now: Timestamp) -> Decisi
 
 fn never(quota: &Quota, tat: u64, t: u64) -> Decision {
     let pending = tat.saturating_sub(t);
-    let (remaining, used) = match emission_interval(quota) {
+    let (remaining, used) = match quota.emission_interval() {
         Some(period) => taken(
             u128::from(pending),
             u128::from(quota.burst()),
