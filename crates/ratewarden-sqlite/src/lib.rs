@@ -223,17 +223,24 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         checkpoints.busy_timeout(options.busy_timeout)?;
-        let checkpointer = Checkpointer::start(checkpoints)?;
-        // Opened after the connection, closed after it (the worker drops
-        // it last): closing a descriptor of the file earlier would drop
-        // the POSIX locks SQLite holds on it.
+        // Opened after the connections, closed after them (the worker
+        // drops it last): closing a descriptor of the file earlier would
+        // drop the POSIX locks SQLite holds on it.
         let (file_lock, locked) = opening.lock(&path, options.busy_timeout);
         if let Err(e) = locked {
             drop(conn);
-            drop(checkpointer);
+            drop(checkpoints);
             drop(file_lock);
             return Err(SqliteError::Lock(e));
         }
+        let checkpointer = match Checkpointer::start(checkpoints, file_lock.sync()) {
+            Ok(checkpointer) => checkpointer,
+            Err(e) => {
+                drop(conn);
+                drop(file_lock);
+                return Err(e.into());
+            }
+        };
         let (tx, rx) = mpsc::channel(options.queue.max(1));
         let audit_rows = Arc::new(AtomicU64::new(0));
         let worker = Worker {

@@ -24,6 +24,11 @@
 //!   mutex orders all of this against stores being opened at the same
 //!   time. SQLite connections that the process opens on the file itself,
 //!   outside [`SqliteStore`](crate::SqliteStore), are not known here.
+//! - **The same descriptor flushes the file.** The background checkpointer
+//!   (`checkpoint.rs`) `fsync`s the database file through it ([`FileSync`]):
+//!   a descriptor of its own would have to be closed some time, which is
+//!   what the rule above forbids. [`FileSync`] borrows the registry's
+//!   descriptor for the call, while its store holds the lock.
 //! - **Unix only.** Windows locks are mandatory byte-range locks that
 //!   would block SQLite's own reads and writes; there the store takes no
 //!   lock and [`in_use`] answers `false`. On NFS, Linux emulates `flock`
@@ -34,7 +39,7 @@ use std::collections::HashMap;
 use std::fs::{File, TryLockError};
 use std::io;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How a file is told apart from every other: device and inode (the same
@@ -45,7 +50,7 @@ type FileId = (u64, u64);
 /// hold open, with how many stores share it.
 #[derive(Default)]
 struct Registry {
-    files: HashMap<FileId, (File, usize)>,
+    files: HashMap<FileId, (Arc<File>, usize)>,
 }
 
 /// The registry, behind the process-wide mutex that also orders store
@@ -121,7 +126,7 @@ impl Opening {
                 Err(TryLockError::Error(e)) => break Err(e),
             }
         };
-        self.0.files.insert(id, (file, 1));
+        self.0.files.insert(id, (Arc::new(file), 1));
         (FileLock { id: Some(id) }, locked)
     }
 }
@@ -133,6 +138,38 @@ impl Opening {
 pub(crate) struct FileLock {
     /// `None` where no lock is taken (not Unix).
     id: Option<FileId>,
+}
+
+impl FileLock {
+    /// A handle that flushes this store's database file from another
+    /// thread (the checkpointer's), for as long as the store holds it.
+    pub(crate) fn sync(&self) -> FileSync {
+        FileSync { id: self.id }
+    }
+}
+
+/// Flushes a database file's written pages to disk through the process's
+/// lock descriptor of it ([`FileLock::sync`]).
+#[derive(Debug)]
+pub(crate) struct FileSync {
+    id: Option<FileId>,
+}
+
+impl FileSync {
+    /// `fdatasync`s the file. Does nothing where no lock is taken (not
+    /// Unix). Call it only while the store that made it holds its
+    /// [`FileLock`] (its checkpointer is stopped before that lock is
+    /// dropped): the registry's handle then outlives the one borrowed here,
+    /// and the descriptor is closed, as ever, with the last [`FileLock`].
+    ///
+    /// # Errors
+    /// The operating system's, from `fdatasync`.
+    pub(crate) fn sync_data(&self) -> io::Result<()> {
+        let Some(id) = self.id else { return Ok(()) };
+        let file = registry().files.get(&id).map(|(file, _)| Arc::clone(file));
+        // Outside the registry's mutex: an `fsync` takes milliseconds.
+        file.map_or(Ok(()), |file| file.sync_data())
+    }
 }
 
 impl Drop for FileLock {
@@ -195,4 +232,42 @@ fn file_id(metadata: &std::fs::Metadata) -> FileId {
 #[cfg(not(unix))]
 fn file_id(_metadata: &std::fs::Metadata) -> FileId {
     (0, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+    use super::*;
+
+    fn held(id: Option<FileId>) -> bool {
+        id.is_some_and(|id| registry().files.contains_key(&id))
+    }
+
+    /// The checkpointer's flush borrows the registry's descriptor while the
+    /// store holds its lock, and never opens (nor keeps) one of its own:
+    /// once the last lock is gone there is nothing to flush through.
+    #[test]
+    fn a_file_sync_flushes_through_the_lock_descriptor_while_it_is_held() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("ratewarden.db");
+        std::fs::write(&path, b"pages").unwrap();
+        let (lock, locked) = opening().lock(&path, Duration::from_secs(1));
+        locked.unwrap();
+        let sync = lock.sync();
+        assert_eq!(held(sync.id), LOCKS);
+        std::fs::write(&path, b"more pages").unwrap();
+        sync.sync_data().unwrap();
+        // The borrowed handle is given back: the lock still closes the
+        // descriptor, and with it releases the file.
+        if let Some(id) = sync.id {
+            assert_eq!(Arc::strong_count(&registry().files[&id].0), 1);
+        }
+        drop(lock);
+        assert!(!held(sync.id));
+        assert!(!in_use(&path).unwrap());
+        // After the store let go: nothing to do, nothing opened.
+        sync.sync_data().unwrap();
+        assert!(!held(sync.id));
+    }
 }
