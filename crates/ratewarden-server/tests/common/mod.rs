@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ratewarden_core::{Clock, SystemClock};
+#[allow(unused_imports)] // each test binary uses part of this
 pub use ratewarden_testkit::redis_server::{RedisServer, TEST_STORE_TIMEOUT_MS, free_port};
 
 /// One `ratewarden serve` process, its standard error kept in a file.
