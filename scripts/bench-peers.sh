@@ -82,8 +82,26 @@ mode=http
 [ "${1:-}" != redis-anchor ] || { mode=redis-anchor; shift; }
 [ "${1:-}" != replay ] || { mode=replay; shift; }
 [ "${1:-}" != governor ] || { mode=governor; shift; }
-rounds=${1:-5} duration=${2:-10s} conns=${3:-50} threads=${4:-2}
 fail() { echo "bench-peers: $*" >&2; exit 1; }
+case ${1:-} in -h | --help) sed -n '2,8p' "$0" | cut -c3-; exit 0 ;; esac
+# count NAME VALUE: VALUE is a whole number from 1 (up to 9 digits)
+count() { [[ $2 =~ ^[1-9][0-9]{0,8}$ ]] || fail "$1 must be a whole number from 1, not '$2' (scripts/bench-peers.sh --help)"; }
+case $mode in
+  http)
+    rounds=${1:-5} duration=${2:-10s} conns=${3:-50} threads=${4:-2}
+    [[ $duration =~ ^[1-9][0-9]{0,5}[smh]?$ ]] ||
+      fail "duration must be wrk's, a whole number with s, m or h (10s, 2m), not '$duration'"
+    count connections "$conns"; count threads "$threads"
+    [ "$conns" -ge "$threads" ] ||
+      fail "connections ($conns) must be at least threads ($threads): wrk gives every thread its own" ;;
+  replay)
+    [ $# -le 2 ] || fail "replay takes [rounds] [lines], not '$*'"
+    rounds=${1:-3} lines=${2:-10000000}; count lines "$lines" ;;
+  redis-anchor | governor)
+    [ $# -le 1 ] || fail "$mode takes [rounds], not '$*'"
+    rounds=${1:-$([ "$mode" = governor ] && echo 5 || echo 3)} ;;
+esac
+count rounds "$rounds"
 need() { command -v "$1" >/dev/null || fail "$1 is missing: apt-get install -y $2"; }
 need redis-server redis-server; need curl curl; need python3 python3
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -199,7 +217,6 @@ redis.register_function('bench_batch', function(keys, argv) return batches(keys,
 fi
 
 if [ "$mode" = governor ]; then
-  rounds=${1:-5}
   bench=${GOVERNOR_BENCH_BIN:-}
   if [ -z "$bench" ]; then
     bench=$(cargo bench --locked -p ratewarden-bench --bench decisions --no-run --message-format json 2>/dev/null |
@@ -249,7 +266,6 @@ for line in sys.stdin:
 fi
 
 if [ "$mode" = replay ]; then
-  rounds=${1:-3} lines=${2:-10000000}
   [ -n "${RATEWARDEN_BIN:-}" ] || cargo build --release --quiet -p ratewarden-server --bin ratewarden
   builds=(this "${RATEWARDEN_BIN:-${CARGO_TARGET_DIR:-target}/release/ratewarden}")
   [ -z "${REPLAY_BASE_BIN:-}" ] || builds=(base "$REPLAY_BASE_BIN" "${builds[@]}")
