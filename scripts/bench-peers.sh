@@ -83,7 +83,7 @@ mode=http
 [ "${1:-}" != replay ] || { mode=replay; shift; }
 [ "${1:-}" != governor ] || { mode=governor; shift; }
 fail() { echo "bench-peers: $*" >&2; exit 1; }
-case ${1:-} in -h | --help) sed -n '2,8p' "$0" | cut -c3-; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | cut -c3-; exit 0 ;; esac
 # count NAME VALUE: VALUE is a whole number from 1 (up to 9 digits)
 count() { [[ $2 =~ ^[1-9][0-9]{0,8}$ ]] || fail "$1 must be a whole number from 1, not '$2' (scripts/bench-peers.sh --help)"; }
 case $mode in
@@ -306,6 +306,16 @@ if [ "$mode" = replay ]; then
   exit 0
 fi
 
+# Every scenario, in the order of a round; the given ones are checked
+# before anything is built or started.
+all_scenarios=(bare bare_full rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_ping1 rw_sqlite_check
+  rw_redis_ping rw_redis_check throttlecrab limitador_mem limitador_redis)
+scenarios=("${@:5}")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=("${all_scenarios[@]}")
+for s in "${scenarios[@]}"; do
+  [[ " ${all_scenarios[*]} " == *" $s "* ]] || fail "unknown scenario '$s' (one of: ${all_scenarios[*]})"
+done
+
 need wrk wrk
 if [ -z "${RATEWARDEN_BIN:-}" ] || [ -z "${BARE_BIN:-}" ]; then
   cargo build --release --quiet -p ratewarden-server --bin ratewarden --example bare
@@ -329,10 +339,6 @@ scenario_route() {
     *) fail "unknown scenario '$1'" ;;
   esac
 }
-scenarios=("${@:5}")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(bare bare_full rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_ping1 rw_sqlite_check
-  rw_redis_ping rw_redis_check throttlecrab limitador_mem limitador_redis)
-for s in "${scenarios[@]}"; do scenario_route "$s" >/dev/null; done
 if [[ " ${scenarios[*]} " == *" limitador_"* ]] && [ ! -x "$limitador" ]; then
   echo "limitador-server not found at $limitador: build it from its repository and set LIMITADOR_BIN (limitador scenarios skipped)"
   read -ra scenarios <<<"$(printf '%s ' "${scenarios[@]}" | sed 's/limitador_[a-z]* //g')"
