@@ -6,6 +6,7 @@
 #   scripts/bench-peers.sh redis-anchor [rounds=3]
 #   scripts/bench-peers.sh replay [rounds=3] [lines=10000000]
 #   scripts/bench-peers.sh governor [rounds=5]
+#   scripts/bench-peers.sh --help   (this text)
 #
 # HTTP mode. Scenarios (default: all available), each `wrk --latency` with
 # a key drawn from 10,000 at random per request and limits no run reaches
@@ -306,7 +307,7 @@ if [ "$mode" = replay ]; then
   exit 0
 fi
 
-# Every scenario, in the order of a round; the given ones are checked
+# Every scenario, in the first round's order; the given ones are checked
 # before anything is built or started.
 all_scenarios=(bare bare_full rw_mem_ping rw_mem_check rw_mem_v1 rw_sqlite_ping rw_sqlite_ping1 rw_sqlite_check
   rw_redis_ping rw_redis_check throttlecrab limitador_mem limitador_redis)
