@@ -95,13 +95,11 @@ case $mode in
     count connections "$conns"; count threads "$threads"
     [ "$conns" -ge "$threads" ] ||
       fail "connections ($conns) must be at least threads ($threads): wrk gives every thread its own" ;;
-  replay)
-    [ $# -le 2 ] || fail "replay takes [rounds] [lines], not '$*'"
-    rounds=${1:-3} lines=${2:-10000000}; count lines "$lines" ;;
-  redis-anchor | governor)
-    [ $# -le 1 ] || fail "$mode takes [rounds], not '$*'"
-    rounds=${1:-$([ "$mode" = governor ] && echo 5 || echo 3)} ;;
+  replay) rounds=${1:-3} lines=${2:-10000000} usage="[rounds] [lines]"; count lines "$lines" ;;
+  redis-anchor) rounds=${1:-3} usage="[rounds]" ;;
+  governor) rounds=${1:-5} usage="[rounds]" ;;
 esac
+[ "$mode" = http ] || [ $# -le $(wc -w <<<"$usage") ] || fail "$mode takes $usage, not '$*'"
 count rounds "$rounds"
 need() { command -v "$1" >/dev/null || fail "$1 is missing: apt-get install -y $2"; }
 need redis-server redis-server; need curl curl; need python3 python3
