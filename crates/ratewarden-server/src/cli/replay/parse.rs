@@ -48,12 +48,15 @@ pub enum LineError {
     /// The time is not a whole number of milliseconds.
     #[error("time '{}' is not a whole number of milliseconds since the epoch", Quoted(.0))]
     Time(Vec<u8>),
-    /// The time is past [`MAX_UNIX_MS`].
-    #[error("time {0} is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})")]
-    TimeTooLate(u64),
+    /// The time is past [`MAX_UNIX_MS`] (its digits, however many).
+    #[error("time {} is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})", Quoted(.0))]
+    TimeTooLate(Vec<u8>),
     /// The cost is not a whole number of at least 1.
     #[error("cost '{}' is not a whole number of at least 1", Quoted(.0))]
     Cost(Vec<u8>),
+    /// The cost's digits are past `u64::MAX`.
+    #[error("cost '{}' is too large (at most {})", Quoted(.0), u64::MAX)]
+    CostTooLarge(Vec<u8>),
     /// The key is too long.
     #[error("{error} ('{}…')", Quoted(.text))]
     Key {
@@ -98,15 +101,19 @@ pub fn parse_line(line: &[u8]) -> Result<Option<Request<'_>>, LineError> {
     ) else {
         return Err(LineError::Fields(quote(trim_end(line))));
     };
-    let unix_ms = parse_u64(time).ok_or_else(|| LineError::Time(quote(time)))?;
-    if unix_ms > MAX_UNIX_MS {
-        return Err(LineError::TimeTooLate(unix_ms));
-    }
+    // Digits that do not fit are too large, not malformed.
+    let unix_ms = match parse_u64(time) {
+        Some(ms) if ms <= MAX_UNIX_MS => ms,
+        _ if all_digits(time) => return Err(LineError::TimeTooLate(quote(time))),
+        _ => return Err(LineError::Time(quote(time))),
+    };
     let cost = match cost {
         None => NonZeroU64::MIN,
-        Some(text) => parse_u64(text)
-            .and_then(NonZeroU64::new)
-            .ok_or_else(|| LineError::Cost(quote(text)))?,
+        Some(text) => match parse_u64(text).map(NonZeroU64::new) {
+            Some(Some(cost)) => cost,
+            None if all_digits(text) => return Err(LineError::CostTooLarge(quote(text))),
+            _ => return Err(LineError::Cost(quote(text))),
+        },
     };
     Ok(Some(Request { unix_ms, key, cost }))
 }
@@ -156,6 +163,11 @@ fn next_field<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
         .unwrap_or(field.len());
     *rest = &field[len..];
     Some(&field[..len])
+}
+
+/// One ASCII digit or more, and nothing else.
+fn all_digits(text: &[u8]) -> bool {
+    !text.is_empty() && text.iter().all(u8::is_ascii_digit)
 }
 
 /// ASCII digits only (no sign, no spaces), without overflow.
@@ -314,8 +326,14 @@ mod tests {
             (b"-5 alice", "time '-5' is not"),
             (b"1.5 alice", "time '1.5' is not"),
             (
+                b"99999999999999999999x alice",
+                "time '99999999999999999999x' is not",
+            ),
+            // Digits past u64: too late, not malformed (a fresh user's
+            // trial found the cost's case called "not a whole number").
+            (
                 b"99999999999999999999 alice",
-                "time '99999999999999999999' is not",
+                "time 99999999999999999999 is after the largest supported time",
             ),
             (
                 b"9223372036855 alice",
@@ -332,6 +350,14 @@ mod tests {
             (b"1000 alice -1", "cost '-1' is not"),
             (b"1000 alice x", "cost 'x' is not"),
             (b"1000 alice 1e3", "cost '1e3' is not"),
+            (
+                b"1000 alice 99999999999999999999999",
+                "cost '99999999999999999999999' is too large (at most 18446744073709551615)",
+            ),
+            (
+                b"1000 alice\t18446744073709551616",
+                "cost '18446744073709551616' is too large",
+            ),
         ] {
             let err = parse_line(line).unwrap_err().to_string();
             assert!(
@@ -344,6 +370,12 @@ mod tests {
             parse_line(b"9223372036854 k").unwrap().unwrap().unix_ms,
             MAX_UNIX_MS
         );
+        for line in [
+            &b"1 k 18446744073709551615"[..],
+            b"1\tk 18446744073709551615",
+        ] {
+            assert_eq!(parse_line(line).unwrap().unwrap().cost.get(), u64::MAX);
+        }
     }
 
     #[test]
