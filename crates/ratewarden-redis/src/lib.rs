@@ -395,8 +395,11 @@ impl fmt::Debug for RedisStore {
 
 /// Connection trouble, timeouts and a server that is loading, busy or
 /// failing over are transient; anything else (a script error, a corrupt
-/// value) is not.
+/// value) is not. The message is one line (the client's parse errors span
+/// several), and a reply that is not the Redis protocol says so: that is
+/// what an address of another kind of server (HTTP, say) answers.
 pub(crate) fn redis_error(e: RedisError) -> StoreError {
+    let text = redis_text(&e);
     let transient_code = matches!(
         e.code(),
         Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "OOM")
@@ -408,9 +411,29 @@ pub(crate) fn redis_error(e: RedisError) -> StoreError {
         || transient_code
         || !matches!(e.retry_method(), RetryMethod::NoRetry)
     {
-        StoreError::Unavailable(format!("Redis: {e}"))
+        StoreError::Unavailable(text)
     } else {
-        StoreError::Failed(format!("Redis: {e}"))
+        StoreError::Failed(text)
+    }
+}
+
+/// `Redis: <e>` on one line, the lines of `e` joined with `; `.
+fn redis_text(e: &RedisError) -> String {
+    let lines: Vec<String> = e
+        .to_string()
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(String::from)
+        .collect();
+    let text = lines.join("; ");
+    if e.kind() == redis::ErrorKind::Parse {
+        format!(
+            "Redis: the reply is not what a Redis server sends (is the address a \
+             Redis server?): {text}"
+        )
+    } else {
+        format!("Redis: {text}")
     }
 }
 
@@ -509,5 +532,26 @@ impl Store for RedisStore {
 
     async fn close(&self) {
         self.closed.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the client reports when the address answers HTTP (found by a
+    /// fresh user's trial: three lines, and no hint of the cause).
+    #[test]
+    fn a_reply_that_is_not_redis_is_one_line_naming_the_likely_cause() {
+        let parse =
+            redis::ParsingError::from("Parse error at 1\nUnexpected `33`\nUnexpected `60`\n");
+        let StoreError::Unavailable(text) = redis_error(RedisError::from(parse)) else {
+            panic!("a reply that is not Redis is transient, as a wrong address is");
+        };
+        assert_eq!(
+            text,
+            "Redis: the reply is not what a Redis server sends (is the address a Redis \
+             server?): Incompatible type - Parse error at 1; Unexpected `33`; Unexpected `60`"
+        );
     }
 }

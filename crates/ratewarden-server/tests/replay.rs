@@ -594,3 +594,41 @@ fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
     let output = replay(&args, "500 a\n");
     assert_eq!(stdout(&output), "500 a deny 0 500\n");
 }
+
+#[test]
+fn an_address_that_answers_http_is_one_line_saying_it_is_no_redis() {
+    // A fresh user's trial pointed --store at an HTTP server and got three
+    // lines of parser output ("Unexpected `33`"), with no hint.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream.write_all(
+                b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/html\r\n\r\n<!DOCTYPE html>\n",
+            );
+        }
+    });
+    let store = format!("redis://127.0.0.1:{port}/0");
+    let args = [
+        "--algorithm",
+        "gcra",
+        "--limit",
+        "10",
+        "--window",
+        "1s",
+        "--store",
+        &store,
+        "--store-timeout-ms",
+        "2000",
+    ];
+    let output = replay(&args, "1000 a\n");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "");
+    let message = stderr(&output);
+    assert_eq!(message.lines().count(), 1, "{message:?}");
+    assert!(
+        message.starts_with("error: line 1: store unavailable: Redis: the reply is not what a Redis server sends (is the address a Redis server?)"),
+        "{message:?}"
+    );
+}

@@ -43,22 +43,22 @@ pub struct Request<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineError {
     /// Not two or three fields.
-    #[error("expected '<unix_ms> <key> [<cost>]', found '{}'", Quoted(.0))]
+    #[error("expected '<unix_ms> <key> [<cost>]', found '{}'", Cut(.0))]
     Fields(Vec<u8>),
     /// The time is not a whole number of milliseconds.
-    #[error("time '{}' is not a whole number of milliseconds since the epoch", Quoted(.0))]
+    #[error("time '{}' is not a whole number of milliseconds since the epoch", Cut(.0))]
     Time(Vec<u8>),
     /// The time is past [`MAX_UNIX_MS`] (its digits, however many).
-    #[error("time {} is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})", Quoted(.0))]
+    #[error("time {} is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})", Cut(.0))]
     TimeTooLate(Vec<u8>),
     /// The cost is not a whole number of at least 1.
-    #[error("cost '{}' is not a whole number of at least 1", Quoted(.0))]
+    #[error("cost '{}' is not a whole number of at least 1", Cut(.0))]
     Cost(Vec<u8>),
     /// The cost's digits are past `u64::MAX`.
-    #[error("cost '{}' is too large (at most {})", Quoted(.0), u64::MAX)]
+    #[error("cost '{}' is too large (at most {})", Cut(.0), u64::MAX)]
     CostTooLarge(Vec<u8>),
     /// The key is too long.
-    #[error("{error} ('{}…')", Quoted(.text))]
+    #[error("{error} ('{}')", Cut(.text))]
     Key {
         /// The key's first bytes.
         text: Vec<u8>,
@@ -66,7 +66,7 @@ pub enum LineError {
         error: KeyError,
     },
     /// The line is longer than [`MAX_LINE_BYTES`].
-    #[error("the line is longer than {MAX_LINE_BYTES} bytes ('{}…')", Quoted(.0))]
+    #[error("the line is longer than {MAX_LINE_BYTES} bytes ('{}')", Cut(.0))]
     TooLong(Vec<u8>),
     /// Times must not decrease.
     #[error("time {time} is before the previous {previous}")]
@@ -192,28 +192,42 @@ fn trim_end(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-/// The first [`QUOTE_MAX`] bytes of `text`, for an error message.
+/// `text` kept for an error message: its first [`QUOTE_MAX`] bytes, and
+/// one more when it is longer, so that [`Cut`] can show it was cut.
 pub(super) fn quote(text: &[u8]) -> Vec<u8> {
-    text[..text.len().min(QUOTE_MAX)].to_vec()
+    text[..text.len().min(QUOTE_MAX + 1)].to_vec()
 }
 
-/// Bytes shown safely on a terminal: UTF-8 with control characters
-/// escaped, other bytes as `\xNN`.
+/// [`quote`]'s bytes shown as [`Quoted`], then `…` when the text was
+/// longer than [`QUOTE_MAX`] bytes.
+pub(super) struct Cut<'a>(pub(super) &'a [u8]);
+
+impl fmt::Display for Cut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = &self.0[..self.0.len().min(QUOTE_MAX)];
+        write!(f, "{}", Quoted(shown))?;
+        if self.0.len() > QUOTE_MAX {
+            f.write_str("…")?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes shown safely on a terminal: UTF-8 with control characters and
+/// invisible ones (a byte-order mark, a direction override, a zero-width
+/// space: whatever Rust's `char::escape_debug` escapes) as `\u{…}`,
+/// other bytes as `\xNN`.
 pub(super) struct Quoted<'a>(pub(super) &'a [u8]);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match std::str::from_utf8(self.0) {
-            Ok(s) if !s.contains(['\'', '"', '\\']) => {
-                for c in s.chars() {
-                    if c.is_control() {
-                        write!(f, "{}", c.escape_default())?;
-                    } else {
-                        write!(f, "{c}")?;
-                    }
-                }
-                Ok(())
-            }
+            // Quotes and backslashes are the one thing `escape_debug`
+            // escapes that needs no escaping here: such text is shown as
+            // ASCII escapes below.
+            Ok(s) if !s.contains(['\'', '"', '\\']) => s
+                .chars()
+                .try_for_each(|c| write!(f, "{}", c.escape_debug())),
             _ => write!(f, "{}", self.0.escape_ascii()),
         }
     }
@@ -384,5 +398,39 @@ mod tests {
         assert_eq!(Quoted(b"a\x1b[2Jb").to_string(), "a\\u{1b}[2Jb");
         assert_eq!(Quoted(b"\xffx").to_string(), "\\xffx");
         assert_eq!(Quoted(b"it's").to_string(), "it\\'s");
+        // Invisible characters a fresh user's trial found shown raw: a
+        // byte-order mark made "'\u{feff}1000' is not a whole number" read
+        // as "'1000' is not a whole number".
+        for (text, shown) in [
+            ("\u{feff}1000", "\\u{feff}1000"),
+            ("b \u{202e} evil", "b \\u{202e} evil"),
+            ("a\u{200b}b", "a\\u{200b}b"),
+        ] {
+            assert_eq!(Quoted(text.as_bytes()).to_string(), shown);
+        }
+    }
+
+    #[test]
+    fn a_quoted_text_cut_short_says_so() {
+        let long = "9".repeat(100);
+        let err = parse_line(format!("{long} alice").as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "time {}… is after the largest supported time {MAX_UNIX_MS} ({MAX_DATE})",
+                "9".repeat(QUOTE_MAX)
+            )
+        );
+        let exact = "x".repeat(QUOTE_MAX);
+        let err = parse_line(format!("1 a {exact}").as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("cost '{exact}' is not a whole number of at least 1")
+        );
+        let err = parse_line(format!("1 a {exact}y").as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("cost '{exact}…' is not a whole number of at least 1")
+        );
     }
 }
