@@ -204,9 +204,17 @@ pub(super) struct Cut<'a>(pub(super) &'a [u8]);
 
 impl fmt::Display for Cut<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown = &self.0[..self.0.len().min(QUOTE_MAX)];
-        write!(f, "{}", Quoted(shown))?;
-        if self.0.len() > QUOTE_MAX {
+        let cut = self.0.len() > QUOTE_MAX;
+        let mut end = self.0.len().min(QUOTE_MAX);
+        // Not inside a character: back to the start of the one the cut
+        // falls in (a UTF-8 character has at most 3 continuation bytes).
+        for _ in 0..3 {
+            if cut && end > 0 && self.0[end] & 0xC0 == 0x80 {
+                end -= 1;
+            }
+        }
+        write!(f, "{}", Quoted(&self.0[..end]))?;
+        if cut {
             f.write_str("…")?;
         }
         Ok(())
@@ -215,8 +223,9 @@ impl fmt::Display for Cut<'_> {
 
 /// Bytes shown safely on a terminal: UTF-8 with control characters and
 /// invisible ones (a byte-order mark, a direction override, a zero-width
-/// space: whatever Rust's `char::escape_debug` escapes) as `\u{…}`,
-/// other bytes as `\xNN`.
+/// space: whatever Rust's `char::escape_debug` escapes) as `\u{…}` (NUL
+/// too, as `\u{0}`, not `\0`, which digits after it would extend), other
+/// bytes as `\xNN`.
 pub(super) struct Quoted<'a>(pub(super) &'a [u8]);
 
 impl fmt::Display for Quoted<'_> {
@@ -225,9 +234,10 @@ impl fmt::Display for Quoted<'_> {
             // Quotes and backslashes are the one thing `escape_debug`
             // escapes that needs no escaping here: such text is shown as
             // ASCII escapes below.
-            Ok(s) if !s.contains(['\'', '"', '\\']) => s
-                .chars()
-                .try_for_each(|c| write!(f, "{}", c.escape_debug())),
+            Ok(s) if !s.contains(['\'', '"', '\\']) => s.chars().try_for_each(|c| match c {
+                '\0' => f.write_str("\\u{0}"),
+                c => write!(f, "{}", c.escape_debug()),
+            }),
             _ => write!(f, "{}", self.0.escape_ascii()),
         }
     }
@@ -408,6 +418,8 @@ mod tests {
         ] {
             assert_eq!(Quoted(text.as_bytes()).to_string(), shown);
         }
+        // Not "10\000", which reads as an octal escape.
+        assert_eq!(Quoted(b"10\x0000").to_string(), "10\\u{0}00");
     }
 
     #[test]
@@ -431,6 +443,27 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!("cost '{exact}…' is not a whole number of at least 1")
+        );
+        // A cut never splits a character (a second trial saw 'x…x\xc3…',
+        // and the whole text turned to \xNN escapes).
+        let cost = |text: &str| {
+            let err = parse_line(format!("1 a {text}").as_bytes()).unwrap_err();
+            err.to_string()
+        };
+        let x79 = "x".repeat(QUOTE_MAX - 1);
+        for wide in ["é", "\u{200b}", "😀"] {
+            assert_eq!(
+                cost(&format!("{x79}{wide}")),
+                format!("cost '{x79}…' is not a whole number of at least 1"),
+                "{wide:?}"
+            );
+        }
+        assert_eq!(
+            cost(&format!("x{}", "é".repeat(40))),
+            format!(
+                "cost 'x{}…' is not a whole number of at least 1",
+                "é".repeat(39)
+            )
         );
     }
 }
