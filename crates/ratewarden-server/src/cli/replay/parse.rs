@@ -231,9 +231,9 @@ pub(super) struct Quoted<'a>(pub(super) &'a [u8]);
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match std::str::from_utf8(self.0) {
-            // Quotes and backslashes are the one thing `escape_debug`
-            // escapes that needs no escaping here: such text is shown as
-            // ASCII escapes below.
+            // Text holding a quote or a backslash is shown by the arm
+            // below, all as ASCII escapes, so that a backslash typed in the
+            // text is never taken for one of these escapes.
             Ok(s) if !s.contains(['\'', '"', '\\']) => s.chars().try_for_each(|c| match c {
                 '\0' => f.write_str("\\u{0}"),
                 c => write!(f, "{}", c.escape_debug()),
