@@ -419,12 +419,11 @@ pub(crate) fn redis_error(e: RedisError) -> StoreError {
 
 /// `Redis: <e>` on one line, the lines of `e` joined with `; `.
 fn redis_text(e: &RedisError) -> String {
-    let lines: Vec<String> = e
-        .to_string()
+    let full = e.to_string();
+    let lines: Vec<&str> = full
         .lines()
         .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .map(String::from)
+        .filter(|l| !l.is_empty())
         .collect();
     let text = lines.join("; ");
     if e.kind() == redis::ErrorKind::Parse {

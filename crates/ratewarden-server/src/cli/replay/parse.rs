@@ -208,10 +208,8 @@ impl fmt::Display for Cut<'_> {
         let mut end = self.0.len().min(QUOTE_MAX);
         // Not inside a character: back to the start of the one the cut
         // falls in (a UTF-8 character has at most 3 continuation bytes).
-        for _ in 0..3 {
-            if cut && end > 0 && self.0[end] & 0xC0 == 0x80 {
-                end -= 1;
-            }
+        while cut && end > QUOTE_MAX - 3 && self.0[end] & 0xC0 == 0x80 {
+            end -= 1;
         }
         write!(f, "{}", Quoted(&self.0[..end]))?;
         if cut {
