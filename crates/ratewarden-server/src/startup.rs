@@ -274,13 +274,15 @@ impl Application {
         let upkeep = tokio::spawn(http::ops::metrics::upkeep_until(stop.clone()));
         let store = Arc::clone(limiter.store());
         // Cancelled by the signal, or by a server that ends on its own;
-        // `/readyz` answers 503 from then on.
+        // `/readyz` answers 503 from then on. The log line comes after the
+        // cancel, so that nothing a log write does can lose the signal.
         let servers = self.state.stopping.clone();
         let signalled = {
             let servers = servers.clone();
             tokio::spawn(async move {
                 shutdown.await;
                 servers.cancel();
+                tracing::info!("stopping: finishing in-flight requests");
             })
         };
         let grpc = self.grpc_listener.map(|listener| {
@@ -380,7 +382,8 @@ async fn bind(settings: &Settings) -> Result<(TcpListener, Option<TcpListener>),
     Ok((listener, grpc_listener))
 }
 
-/// Completes on Ctrl-C or SIGTERM.
+/// Completes on Ctrl-C or SIGTERM. Logs nothing on the signal's path:
+/// [`Application::run_until_stopped`] says it stops once it has acted.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
@@ -406,7 +409,6 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutdown signal received; finishing in-flight requests");
 }
 
 #[cfg(test)]

@@ -28,6 +28,8 @@
 //!   `(Arc<dyn Store>, Algorithm)`, and [`TestStore`].
 //! - [`store_conformance!`]: the macro that turns them into tests.
 //! - [`redis_server`]: a `redis-server` of a test's own on a free port.
+//! - [`peer`]: [`peer::FakePeer`], a listener that is not a working Redis
+//!   (silent, or speaking another protocol).
 //! - [`FailingStore`]: a store whose every call fails (transiently or for
 //!   good), for the failure modes.
 
@@ -36,6 +38,7 @@ mod failing;
 pub mod ledger;
 mod macros;
 pub mod model;
+pub mod peer;
 pub mod redis_server;
 
 pub use conformance::TestStore;

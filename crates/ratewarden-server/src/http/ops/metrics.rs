@@ -128,6 +128,10 @@ fn describe() {
         "ratewarden_connections_closed_total",
         "Client connections ratewarden closed, by reason (header_timeout, idle_timeout, evicted, lingered)."
     );
+    describe_counter!(
+        "ratewarden_log_lines_dropped_total",
+        "Log lines that could not be written (standard error closed or failing)."
+    );
     describe_gauge!(
         "ratewarden_build_info",
         "Always 1; the labels give the version."
@@ -148,7 +152,8 @@ fn describe() {
 
 /// The exposition, `text/plain; version=0.0.4`. Updates the series read
 /// at scrape time (`ratewarden_keys`, `ratewarden_audit_rows_total`,
-/// `ratewarden_store_disk_bytes`) first.
+/// `ratewarden_log_lines_dropped_total`, `ratewarden_store_disk_bytes`)
+/// first.
 pub async fn handle(State(state): State<AppState>) -> Response {
     let Some(handle) = RECORDER.get().and_then(Option::as_ref) else {
         return ApiError::service_unavailable("no metrics recorder is installed in this process")
@@ -161,6 +166,8 @@ pub async fn handle(State(state): State<AppState>) -> Response {
     if let Some(rows) = state.limiter.store().audit_rows() {
         metrics::counter!("ratewarden_audit_rows_total", "store" => store).absolute(rows);
     }
+    metrics::counter!("ratewarden_log_lines_dropped_total")
+        .absolute(crate::logging::dropped_lines());
     if let Some(bytes) = state.limiter.store().disk_bytes() {
         metrics::gauge!("ratewarden_store_disk_bytes", "store" => store).set(bytes as f64);
     }
