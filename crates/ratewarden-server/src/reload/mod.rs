@@ -13,9 +13,18 @@
 //! addresses, store, where the Envoy rules are, …) are logged as needing
 //! a restart and otherwise left alone.
 
+//!
+//! A reload applies only files that have stopped changing (`settle.rs`:
+//! no writer has them open, they were quiet for [`SETTLE`], and two reads
+//! [`SETTLE`] apart match), and refuses a file emptied since the last
+//! reload: a truncation in progress is never taken for the new
+//! configuration. A reload that removes policies says so at WARN.
+
+mod settle;
+mod source;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use ratewarden_config::envoy::EnvoyConfig;
@@ -25,9 +34,10 @@ use ratewarden_limiter::{Changes, Limiter};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// How long the watcher waits after a change for more of them (an editor
-/// saves in several steps) before reloading.
-const SETTLE: Duration = Duration::from_millis(150);
+pub use settle::{SETTLE, WRITER_PATIENCE};
+use settle::{Wait, Watch};
+pub use source::Baseline;
+use source::{Snapshot, Source, emptied, snapshot_of, sources_of};
 
 /// What a reload applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,92 +47,6 @@ pub struct Applied {
     pub changes: Changes,
     /// The keys whose new values wait for a restart.
     pub needing_restart: Vec<&'static str>,
-}
-
-/// What is reloaded: a file, or a directory of YAML files.
-#[derive(Debug, Clone)]
-enum Source {
-    File(PathBuf),
-    /// The directory as given, and the names the watcher may report it
-    /// by: absolute, and with symlinks resolved.
-    Directory(PathBuf, Vec<PathBuf>),
-}
-
-impl Source {
-    fn of(path: &Path) -> Source {
-        if path.is_dir() {
-            // The watcher reports absolute paths (regression: a relative
-            // directory such as `rules/` never matched them, so editing
-            // its files reloaded nothing).
-            let names = [std::path::absolute(path), path.canonicalize()]
-                .into_iter()
-                .flatten()
-                .collect();
-            Source::Directory(path.to_path_buf(), names)
-        } else {
-            Source::File(path.to_path_buf())
-        }
-    }
-
-    fn path(&self) -> &Path {
-        match self {
-            Source::File(p) | Source::Directory(p, _) => p,
-        }
-    }
-
-    /// The directory to watch.
-    fn directory(&self) -> PathBuf {
-        match self {
-            Source::Directory(d, _) => d.clone(),
-            Source::File(f) => f
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .to_path_buf(),
-        }
-    }
-
-    /// Whether a change of `path` concerns this source. A Kubernetes
-    /// ConfigMap swaps a `..data` symlink in the directory.
-    fn touched_by(&self, path: &Path) -> bool {
-        let name = path.file_name().map(|n| n.to_string_lossy());
-        let k8s_swap = name.as_ref().is_some_and(|n| n.starts_with(".."));
-        match self {
-            Source::File(f) => k8s_swap || f.file_name() == path.file_name(),
-            Source::Directory(d, names) => {
-                let is_it = |p: &Path| p == d || names.iter().any(|n| n == p);
-                let inside = path.parent().is_some_and(is_it) || is_it(path);
-                let yaml = name
-                    .as_ref()
-                    .is_some_and(|n| n.ends_with(".yaml") || n.ends_with(".yml"));
-                inside && (yaml || k8s_swap)
-            }
-        }
-    }
-
-    /// The contents, to skip events that changed nothing.
-    fn snapshot(&self) -> Vec<Snapshot> {
-        match self {
-            Source::File(f) => vec![(f.clone(), std::fs::read(f).ok())],
-            Source::Directory(d, _) => {
-                let mut files: Vec<PathBuf> = std::fs::read_dir(d)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.path())
-                    .filter(|p| self.touched_by(p) && p.is_file())
-                    .collect();
-                files.sort();
-                files
-                    .into_iter()
-                    .map(|p| {
-                        let bytes = std::fs::read(&p).ok();
-                        (p, bytes)
-                    })
-                    .collect()
-            }
-        }
-    }
 }
 
 /// Reloads the configuration file and the Envoy rules into the limiter
@@ -143,25 +67,13 @@ pub struct Reloader {
     loaded: Baseline,
 }
 
-/// What the configuration file and the Envoy rules held when they were
-/// read at start. Take it right after reading them ([`Baseline::take`]),
-/// before anything slow (opening the store, binding): [`Reloader::run`]
-/// applies any difference it finds once its watcher is in place, so a
-/// change made meanwhile, which no watcher saw, is not lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Baseline(Vec<Snapshot>);
-
-impl Baseline {
-    /// The contents of `settings.config_file` and `settings.envoy_config`
-    /// (every YAML file of a directory) now; an unreadable file counts as
-    /// its own state.
-    pub fn take(settings: &Settings) -> Baseline {
-        Baseline(snapshot_of(&sources_of(settings)))
-    }
+/// A configuration read and resolved, not applied yet.
+#[derive(Debug)]
+struct Prepared {
+    next: Settings,
+    /// The Envoy rules' location the file names, if it names one.
+    envoy_in_file: Option<PathBuf>,
 }
-
-/// A file and its contents (`None`: unreadable).
-type Snapshot = (PathBuf, Option<Vec<u8>>);
 
 impl Reloader {
     /// A reloader for `settings.config_file` and `settings.envoy_config`,
@@ -199,32 +111,54 @@ impl Reloader {
         self.sources.iter().map(Source::path).collect()
     }
 
-    /// Reads, checks and applies everything once. Logs what happened and
-    /// counts it in `ratewarden_config_reloads_total{result}`.
+    /// Reads, checks and applies everything once, as it is now (the
+    /// watcher's rules of when a file is finished are [`Reloader::run`]'s).
+    /// Logs what happened and counts it in
+    /// `ratewarden_config_reloads_total{result}`.
     ///
     /// # Errors
     /// Every error found; then nothing was changed.
     pub fn reload(&self) -> Result<Applied, ConfigErrors> {
+        match self.read() {
+            Ok(prepared) => Ok(self.apply(prepared)),
+            Err(errors) => {
+                self.refuse(&errors);
+                Err(errors)
+            }
+        }
+    }
+
+    /// Reads and resolves everything, changing nothing.
+    fn read(&self) -> Result<Prepared, ConfigErrors> {
         let file = self
             .config_file
             .as_deref()
             .map(ConfigFile::load)
-            .transpose();
-        let result = file.and_then(|file| {
-            let moved = file.as_ref().and_then(|f| f.overrides.envoy_config.clone());
-            Settings::resolve(self.given.clone(), file.as_ref(), None).map(|s| (s, moved))
-        });
-        let (next, envoy_in_file) = match result {
-            Ok(next) => next,
-            Err(errors) => {
-                metrics::counter!("ratewarden_config_reloads_total", "result" => "error")
-                    .increment(1);
-                for e in errors.iter() {
-                    tracing::error!(error = %e, "configuration reload refused; the previous configuration stays");
-                }
-                return Err(errors);
-            }
-        };
+            .transpose()?;
+        let envoy_in_file = file.as_ref().and_then(|f| f.overrides.envoy_config.clone());
+        let next = Settings::resolve(self.given.clone(), file.as_ref(), None)?;
+        Ok(Prepared {
+            next,
+            envoy_in_file,
+        })
+    }
+
+    /// Logs and counts a refused reload.
+    fn refuse(&self, errors: &ConfigErrors) {
+        metrics::counter!("ratewarden_config_reloads_total", "result" => "error").increment(1);
+        for e in errors.iter() {
+            tracing::error!(error = %e, "configuration reload refused; the previous configuration stays");
+        }
+    }
+
+    /// Swaps in a configuration [`Reloader::read`] made, and logs what
+    /// changed: at WARN when policies were removed (a request naming one
+    /// is refused from now on).
+    fn apply(&self, prepared: Prepared) -> Applied {
+        let Prepared {
+            next,
+            envoy_in_file,
+        } = prepared;
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         let mut needing_restart = current.needing_restart(&next);
         if envoy_in_file.is_some_and(|p| Some(p) != current.envoy_config) {
@@ -252,38 +186,63 @@ impl Reloader {
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        tracing::info!(
-            from = %from.join(", "),
-            added = ?changes.added,
-            removed = ?changes.removed,
-            changed = ?changes.changed,
-            "configuration reloaded; counters kept"
-        );
-        Ok(Applied {
+        let from = from.join(", ");
+        if changes.removed.is_empty() {
+            tracing::info!(
+                %from,
+                added = ?changes.added,
+                removed = ?changes.removed,
+                changed = ?changes.changed,
+                "configuration reloaded; counters kept"
+            );
+        } else {
+            tracing::warn!(
+                %from,
+                added = ?changes.added,
+                removed = ?changes.removed,
+                changed = ?changes.changed,
+                "configuration reloaded; policies removed: requests naming them are refused from now on"
+            );
+        }
+        Applied {
             changes,
             needing_restart,
-        })
+        }
+    }
+
+    /// Refuses, with a WARN, a reload that finds files emptied since the
+    /// last one applied; whether it did.
+    fn refuse_emptied(&self, applied: &[Snapshot], now: &[Snapshot]) -> bool {
+        let emptied = emptied(applied, now);
+        if emptied.is_empty() {
+            return false;
+        }
+        metrics::counter!("ratewarden_config_reloads_total", "result" => "error").increment(1);
+        let files: Vec<String> = emptied.iter().map(|p| p.display().to_string()).collect();
+        tracing::warn!(
+            files = %files.join(", "),
+            "configuration reload refused: a file was emptied (a truncation whose new contents \
+             are still to come?); the previous configuration stays. To remove everything a file \
+             holds, write a comment in it, or remove it from a rules directory"
+        );
+        true
     }
 
     /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
-    /// change of what it reloads, until `stop`. A change made after the
-    /// [`Baseline`] was taken but before the watcher is in place is
-    /// applied too (regression: such a change was lost, and nothing
-    /// reloaded until the next one).
+    /// change of what it reloads, until `stop`, applying only files that
+    /// have stopped changing (the module's rules). A change made after
+    /// the [`Baseline`] was taken but before the watcher is in place is
+    /// applied too.
     pub async fn run(self: Arc<Self>, mut hangups: Hangups, stop: CancellationToken) {
-        let (tx, mut changed) = mpsc::unbounded_channel::<()>();
+        let (tx, changes) = mpsc::unbounded_channel::<settle::Change>();
         let missed = tx.clone();
         let sources = self.sources.clone();
         let mut watcher = match notify::recommended_watcher(
             move |event: notify::Result<notify::Event>| {
-                let touches = event.is_ok_and(|e| {
-                    e.paths.is_empty()
-                        || e.paths
-                            .iter()
-                            .any(|p| sources.iter().any(|s| s.touched_by(p)))
-                });
-                if touches {
-                    let _ = tx.send(());
+                let Ok(event) = event else { return };
+                let concerns = |p: &Path| sources.iter().any(|s| s.touched_by(p));
+                for change in settle::classify(&event, concerns) {
+                    let _ = tx.send(change);
                 }
             },
         ) {
@@ -304,51 +263,60 @@ impl Reloader {
         let snapshot = || snapshot_of(&self.sources);
         // Compared with what was read at start, not with what is there
         // now: a change before the watch was placed sent no event.
-        let mut last = self.loaded.0.clone();
-        if snapshot() != last {
-            let _ = missed.send(());
+        let mut seen = self.loaded.0.clone();
+        let mut applied = seen.clone();
+        if snapshot() != seen {
+            let _ = missed.send(settle::Change::Other);
         }
         drop(missed);
+        let mut watch = Watch::new(changes);
         loop {
-            let by_signal = tokio::select! {
-                () = stop.cancelled() => break,
-                Some(()) = changed.recv() => false,
-                () = next_hangup(&mut hangups) => true,
-            };
-            if !by_signal {
-                // Let the writer finish, and take every event it caused at once.
-                tokio::time::sleep(SETTLE).await;
-                while changed.try_recv().is_ok() {}
-                let now = snapshot();
-                if now == last {
-                    continue;
-                }
-                last = now;
-            } else {
-                tracing::info!("SIGHUP: reloading the configuration");
-                last = snapshot();
+            if watch.next(&mut hangups, &stop).await == Wait::Stop {
+                break;
             }
-            let this = Arc::clone(&self);
-            // File IO and parsing off the async threads.
-            let _ = tokio::task::spawn_blocking(move || this.reload()).await;
+            // Until the files are finished, then read twice alike.
+            let stable = loop {
+                if watch.settle(&mut hangups, &stop).await == Wait::Stop {
+                    break None;
+                }
+                let first = snapshot();
+                if first == seen && !watch.signalled {
+                    break Some(None);
+                }
+                match watch.quiet_for(SETTLE, &mut hangups, &stop).await {
+                    Wait::Stop => break None,
+                    Wait::Changed => continue,
+                    Wait::Done => {}
+                }
+                let this = Arc::clone(&self);
+                // File IO and parsing off the async threads.
+                let Ok(read) = tokio::task::spawn_blocking(move || this.read()).await else {
+                    break Some(None);
+                };
+                if snapshot() == first && !watch.changed_meanwhile() {
+                    break Some(Some((first, read)));
+                }
+            };
+            let Some(stable) = stable else { break };
+            if watch.signalled {
+                tracing::info!("SIGHUP: reloading the configuration");
+                watch.signalled = false;
+            }
+            let Some((now, read)) = stable else { continue };
+            seen = now.clone();
+            if self.refuse_emptied(&applied, &now) {
+                continue;
+            }
+            match read {
+                Ok(prepared) => {
+                    self.apply(prepared);
+                    applied = now;
+                }
+                Err(errors) => self.refuse(&errors),
+            }
         }
         drop(watcher);
     }
-}
-
-/// The configuration file, then the Envoy rules, of `settings`.
-fn sources_of(settings: &Settings) -> Vec<Source> {
-    settings
-        .config_file
-        .iter()
-        .chain(&settings.envoy_config)
-        .map(|p| Source::of(p))
-        .collect()
-}
-
-/// The contents of every source, in order.
-fn snapshot_of(sources: &[Source]) -> Vec<Snapshot> {
-    sources.iter().flat_map(Source::snapshot).collect()
 }
 
 /// Takes SIGHUP (`hangups`) when there is nothing to reload (its default
@@ -412,6 +380,8 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
     use super::*;
+    use std::time::Duration;
+
     use ratewarden_core::clock::SystemClock;
     use ratewarden_core::memory::MemoryStore;
 
