@@ -244,7 +244,11 @@ impl Application {
         // would end the process) and is answered with a log line.
         let hangups = crate::reload::hangup_signals();
         let reloading = match reloader {
-            Some(r) => tokio::spawn(Arc::new(r).run(hangups, stop.clone())),
+            // The watcher is in place before the first request is served.
+            Some(r) => {
+                let watching = r.watch();
+                tokio::spawn(Arc::new(r).run(watching, hangups, stop.clone()))
+            }
             None => tokio::spawn(crate::reload::without_file(hangups, stop.clone())),
         };
         let served = self.run_until_stopped(shutdown).await;

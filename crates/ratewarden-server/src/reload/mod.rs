@@ -67,6 +67,16 @@ pub struct Reloader {
     loaded: Baseline,
 }
 
+/// The watcher in place ([`Reloader::watch`]) and its changes, for
+/// [`Reloader::run`].
+#[derive(Debug)]
+pub struct Watching {
+    watcher: Option<notify::RecommendedWatcher>,
+    changes: mpsc::UnboundedReceiver<settle::Change>,
+    /// To report a change made before the watcher was in place.
+    missed: mpsc::UnboundedSender<settle::Change>,
+}
+
 /// A configuration read and resolved, not applied yet.
 #[derive(Debug)]
 struct Prepared {
@@ -228,12 +238,11 @@ impl Reloader {
         true
     }
 
-    /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
-    /// change of what it reloads, until `stop`, applying only files that
-    /// have stopped changing (the module's rules). A change made after
-    /// the [`Baseline`] was taken but before the watcher is in place is
-    /// applied too.
-    pub async fn run(self: Arc<Self>, mut hangups: Hangups, stop: CancellationToken) {
+    /// Places the watcher on the directories of what it reloads. Call it
+    /// before serving, so that once the service answers, every change is
+    /// seen: a writer that had opened the file before the watcher was in
+    /// place could not be told from a finished one.
+    pub fn watch(&self) -> Watching {
         let (tx, changes) = mpsc::unbounded_channel::<settle::Change>();
         let missed = tx.clone();
         let sources = self.sources.clone();
@@ -260,6 +269,29 @@ impl Reloader {
                 }
             }
         }
+        Watching {
+            watcher,
+            changes,
+            missed,
+        }
+    }
+
+    /// Reloads on SIGHUP (`hangups`, from [`hangup_signals`]) and on every
+    /// change of what it reloads, until `stop`, applying only files that
+    /// have stopped changing (the module's rules). A change made after
+    /// the [`Baseline`] was taken but before the watcher is in place is
+    /// applied too.
+    pub async fn run(
+        self: Arc<Self>,
+        watching: Watching,
+        mut hangups: Hangups,
+        stop: CancellationToken,
+    ) {
+        let Watching {
+            watcher,
+            changes,
+            missed,
+        } = watching;
         let snapshot = || snapshot_of(&self.sources);
         // Compared with what was read at start, not with what is there
         // now: a change before the watch was placed sent no event.
@@ -429,7 +461,8 @@ mod tests {
         assert_eq!(limit_of(&limiter), Some(3));
 
         let stop = CancellationToken::new();
-        let running = tokio::spawn(Arc::new(reloader).run(None, stop.clone()));
+        let watching = reloader.watch();
+        let running = tokio::spawn(Arc::new(reloader).run(watching, None, stop.clone()));
         // Generous for a loaded machine; it returns as soon as applied.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while limit_of(&limiter) != Some(2) && std::time::Instant::now() < deadline {
