@@ -31,8 +31,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::link::Conn;
 use ratewarden_core::StoreError;
-use redis::aio::ConnectionManager;
 use tokio::sync::oneshot;
 
 use crate::numbers::decimal;
@@ -94,7 +94,7 @@ impl Coalescer {
     /// # Errors
     /// The call's error ([`StoreError::Unavailable`] when transient), or
     /// [`StoreError::Failed`] with Redis's error when this batch raised one.
-    pub(crate) async fn submit(self: &Arc<Self>, con: ConnectionManager, group: Group) -> Reply {
+    pub(crate) async fn submit(self: &Arc<Self>, con: Conn, group: Group) -> Reply {
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -116,7 +116,7 @@ impl Coalescer {
     }
 
     /// Sends what is queued, call after call, until the queue is empty.
-    async fn drive(self: Arc<Self>, mut con: ConnectionManager) {
+    async fn drive(self: Arc<Self>, mut con: Conn) {
         loop {
             let taken = {
                 let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -132,7 +132,7 @@ impl Coalescer {
     }
 
     /// One call for `taken`; every batch gets its answer.
-    async fn send(&self, con: &mut ConnectionManager, taken: Vec<Waiting>) {
+    async fn send(&self, con: &mut Conn, taken: Vec<Waiting>) {
         let count = decimal(taken.len());
         let mut keys = Vec::new();
         let mut args = vec![count.as_str()];
@@ -148,7 +148,7 @@ impl Coalescer {
             Ok(Err(e)) => return fail(taken, &redis_error(e)),
             Err(_) => {
                 let e = StoreError::Unavailable(format!(
-                    "Redis did not answer within {:?}",
+                    "Redis: no answer within the timeout ({:?})",
                     self.timeout
                 ));
                 return fail(taken, &e);

@@ -4,10 +4,10 @@
 //! count before, and Rust runs the reference algorithm on that count, so
 //! the answer equals the memory store's by construction.
 
+use crate::link::Conn;
 use ratewarden_core::algorithm::fixed_window::{self, FixedWindowState};
 use ratewarden_core::quota::MAX_COUNT;
 use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
-use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
 use crate::numbers::{decimal, parse_u64, ttl_ms};
@@ -47,7 +47,7 @@ pub(crate) fn seen(
 
 pub(crate) async fn status(
     store: &RedisStore,
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     policy: &Policy,
     key: &Key,
     now: Timestamp,

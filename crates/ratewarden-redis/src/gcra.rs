@@ -7,9 +7,9 @@
 //! otherwise. It returns the `tat` it saw and Rust runs the reference
 //! algorithm on it.
 
+use crate::link::Conn;
 use ratewarden_core::algorithm::gcra::{self, GcraState, MAX_TAT};
 use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
-use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
 use crate::numbers::{decimal, parse_u64, slack_ms};
@@ -57,7 +57,7 @@ pub(crate) fn seen(tat: Option<String>) -> Result<Seen, StoreError> {
 
 pub(crate) async fn status(
     store: &RedisStore,
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     policy: &Policy,
     key: &Key,
     now: Timestamp,

@@ -102,22 +102,44 @@
 //!
 //! # Failures
 //! Every call has a timeout ([`RedisConfig::timeout`], 100 ms by default);
-//! a timeout, a lost connection or a server that is loading or busy is
-//! [`StoreError::Unavailable`] (transient: the server's fail-open or
-//! fail-closed policy applies). The connection is a
-//! [`redis::aio::ConnectionManager`], which reconnects by itself after
-//! Redis comes back.
+//! a timeout, a lost connection, a refused password or a server that is
+//! loading or busy is [`StoreError::Unavailable`] (transient: the
+//! policies' fail-open or fail-closed handling applies), its message
+//! saying which: `NOAUTH` (the URL gives no password and Redis needs
+//! one), a refused password (`WRONGPASS`), a refused connection, a peer
+//! that does not speak the Redis protocol, or no answer in time. A
+//! connection is one attempt (a refused one fails at once, not after
+//! retries that outlast the call's timeout) and starts with `PING`, so a
+//! missing password shows as `NOAUTH` before any script is sent.
 //!
-//! While Redis is down, a call would wait for the whole timeout (the
-//! connection manager retries inside it): after [`BREAKER_FAILURES`]
-//! unavailable calls in a row, calls fail at once for [`BREAKER_PAUSE`];
-//! then one call tries Redis again while the others keep failing fast,
-//! and its answer closes the breaker or opens it for another pause. A
-//! dead Redis so costs a request microseconds, not the timeout, and one
-//! request per pause pays for the probe.
+//! # When decisions go unchecked: the breaker
+//! A decision is made without Redis (allowed unchecked with
+//! `on_store_error = "open"`, refused with `"closed"`) exactly when its
+//! call fails, and a call fails
+//!
+//! - when Redis does not answer within the timeout (the request waited
+//!   that long), or answers with an error that says "later" (`LOADING`,
+//!   `BUSY`, …);
+//! - at once, while the **breaker** is open. It opens on a failure that
+//!   says the server is down or unusable — a refused, reset or lost
+//!   connection, a refused or missing password, another protocol — and on
+//!   a sustained run of timeouts: at least [`TIMEOUTS_TO_OPEN`], the last
+//!   [`TIMEOUT_SPAN`] (1 s) or more after the first, with no call
+//!   answered in between. A single slow answer of a live Redis (a
+//!   machine under CPU load) never opens it, since the calls around it
+//!   answer. While it is open, a probe in the background tries Redis
+//!   every [`PROBE_INTERVAL`] (a connection within the connect timeout,
+//!   then `PING` within the call timeout); its answer closes the
+//!   breaker. No request waits for the probe.
+//!
+//! So a dead Redis whose connections are refused costs no request any
+//! wait; one that accepts connections and never answers costs the
+//! requests of the first second the timeout each, then none.
 //!
 //! # Layout
 //! - `config.rs`: [`RedisConfig`] (redacted `Display`), [`RedisConfigError`].
+//! - `link.rs`: the connection, what its failures mean, the probe;
+//!   `breaker.rs`: when calls fail fast.
 //! - `keys.rs`: key names and the reset pattern.
 //! - `numbers.rs`: decimal strings, TTLs.
 //! - `scripts.rs` and `lua/`: the batch script (`batch.lua`: every
@@ -133,12 +155,14 @@
 //! - `reset.rs`: deleting a policy's keys and counting those in use.
 
 mod batch;
+mod breaker;
 mod clock;
 mod coalesce;
 mod config;
 mod fixed_window;
 mod gcra;
 mod keys;
+mod link;
 mod numbers;
 mod reset;
 mod scripts;
@@ -147,102 +171,48 @@ mod sliding_window;
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use ratewarden_core::{
     Algorithm, Batch, Decision, Key, KeyMatch, Policy, Store, StoreError, Timestamp,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RetryMethod};
-use tokio::sync::OnceCell;
 
+pub use breaker::{TIMEOUT_SPAN, TIMEOUTS_TO_OPEN};
 pub use clock::RedisClock;
 use coalesce::Coalescer;
 pub use config::{RedisConfig, RedisConfigError};
+pub use link::PROBE_INTERVAL;
+use link::{Conn, Link};
 use scripts::Scripts;
 
-/// Unavailable calls in a row after which calls fail fast.
-pub const BREAKER_FAILURES: u32 = 3;
-
-/// How long calls fail fast before one tries Redis again.
-pub const BREAKER_PAUSE: Duration = Duration::from_millis(250);
-
-/// Fail fast while Redis is known to be down (see the crate docs).
-#[derive(Debug, Default)]
-struct Breaker {
-    failures: AtomicU32,
-    /// Until when calls fail fast, in nanoseconds since [`EPOCH`]; 0: closed.
-    open_until: AtomicU64,
-}
-
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-
-fn nanos_now() -> u64 {
-    u64::try_from(EPOCH.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-impl Breaker {
-    /// `Err` with the time left when the call must fail fast.
-    fn admit(&self) -> Result<(), Duration> {
-        let until = self.open_until.load(Ordering::Acquire);
-        if until == 0 {
-            return Ok(());
-        }
-        let now = nanos_now();
-        if now < until {
-            return Err(Duration::from_nanos(until - now));
-        }
-        // The pause is over: one call tries, the others keep failing fast.
-        let next = now.saturating_add(duration_nanos(BREAKER_PAUSE)).max(1);
-        match self
-            .open_until
-            .compare_exchange(until, next, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => Ok(()),
-            Err(_) => Err(BREAKER_PAUSE),
-        }
-    }
-
-    fn succeeded(&self) {
-        if self.failures.load(Ordering::Relaxed) != 0
-            || self.open_until.load(Ordering::Relaxed) != 0
-        {
-            self.failures.store(0, Ordering::Relaxed);
-            self.open_until.store(0, Ordering::Release);
-        }
-    }
-
-    fn failed(&self) {
-        if self.failures.fetch_add(1, Ordering::AcqRel) + 1 >= BREAKER_FAILURES {
-            let next = nanos_now()
-                .saturating_add(duration_nanos(BREAKER_PAUSE))
-                .max(1);
-            self.open_until.store(next, Ordering::Release);
-        }
-    }
-}
-
-fn duration_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+/// What [`RedisStore::diagnose`] found.
+#[derive(Debug, Clone)]
+pub enum Diagnosis {
+    /// Redis answered `PING`.
+    Answers,
+    /// Redis refused this configuration: a missing password (`NOAUTH`), a
+    /// refused one (`WRONGPASS`), or the address speaks another protocol.
+    Refused(StoreError),
+    /// No answer: the connection was refused, or timed out.
+    Unreachable(StoreError),
 }
 
 /// The Redis store. Cheap to share behind an `Arc`; see the crate docs for
 /// its consistency promise.
 pub struct RedisStore {
     config: RedisConfig,
-    client: redis::Client,
-    connection: OnceCell<ConnectionManager>,
+    /// The connection, the breaker and the probe.
+    link: Arc<Link>,
     scripts: Arc<Scripts>,
     /// Several requests' batches in one call (coalesce.rs).
     coalescer: Arc<Coalescer>,
-    closed: AtomicBool,
     /// Random per store, so sliding-log members of two instances differ.
     instance: u64,
     requests: AtomicU64,
-    breaker: Breaker,
 }
 
 impl RedisStore {
@@ -255,18 +225,16 @@ impl RedisStore {
     pub fn new(config: RedisConfig) -> Result<RedisStore, RedisConfigError> {
         let client = redis::Client::open(config.url())
             .map_err(|_| RedisConfigError::InvalidUrl(config.to_string()))?;
-        let scripts = Arc::new(Scripts::new());
+        let link = Arc::new(Link::new(config.clone(), client));
+        let scripts = Arc::clone(&link.scripts);
         let coalescer = Arc::new(Coalescer::new(Arc::clone(&scripts), config.timeout()));
         Ok(RedisStore {
             config,
-            client,
-            connection: OnceCell::new(),
+            link,
             scripts,
             coalescer,
-            closed: AtomicBool::new(false),
             instance: rand::random(),
             requests: AtomicU64::new(0),
-            breaker: Breaker::default(),
         })
     }
 
@@ -274,17 +242,33 @@ impl RedisStore {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when Redis cannot be reached within the
-    /// connect timeout, [`StoreError::Failed`] for an invalid URL.
+    /// connect timeout (the message says why: refused, `NOAUTH`, a refused
+    /// password, another protocol, no answer), [`StoreError::Failed`] for
+    /// an invalid URL.
     pub async fn connect(config: RedisConfig) -> Result<RedisStore, StoreError> {
-        let timeout = config.connect_timeout().max(config.timeout());
         let store = RedisStore::new(config).map_err(|e| StoreError::Failed(e.to_string()))?;
-        match tokio::time::timeout(timeout, store.connection()).await {
-            Ok(Ok(_)) => Ok(store),
-            Ok(Err(e)) => Err(redis_error(e)),
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "cannot connect to {} within {timeout:?}",
-                store.config
-            ))),
+        store.check().await?;
+        Ok(store)
+    }
+
+    /// Connects if need be (within the connect timeout) and sends `PING`
+    /// (within the call timeout), whether or not the breaker is open:
+    /// `Ok` when Redis answers, else why not, in the words of
+    /// [`RedisStore::connect`].
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] with the cause.
+    pub async fn check(&self) -> Result<(), StoreError> {
+        self.link.check().await
+    }
+
+    /// As [`RedisStore::check`], telling apart what the configuration
+    /// must fix from a server that is down: [`Diagnosis`].
+    pub async fn diagnose(&self) -> Diagnosis {
+        match self.link.diagnose().await {
+            Ok(()) => Diagnosis::Answers,
+            Err((true, e)) => Diagnosis::Refused(e),
+            Err((false, e)) => Diagnosis::Unreachable(e),
         }
     }
 
@@ -301,58 +285,38 @@ impl RedisStore {
         self.scripts.uses_functions()
     }
 
-    /// The connection, made (and the scripts loaded) on first use.
-    async fn connection(&self) -> Result<ConnectionManager, RedisError> {
-        let manager = self
-            .connection
-            .get_or_try_init(|| async {
-                // Short, bounded backoff: after Redis comes back, the next
-                // attempt is at most 250 ms away.
-                let options = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(self.config.connect_timeout()))
-                    .set_response_timeout(None)
-                    .set_number_of_retries(4)
-                    .set_min_delay(Duration::from_millis(25))
-                    .set_max_delay(Duration::from_millis(250));
-                let mut manager =
-                    ConnectionManager::new_lazy_with_config(self.client.clone(), options)?;
-                self.scripts.load(&mut manager).await?;
-                Ok::<_, RedisError>(manager)
-            })
-            .await?;
-        Ok(manager.clone())
-    }
-
-    /// Runs one round trip with the connection, bounded by the timeout.
+    /// Runs one round trip with the connection, bounded by the timeout;
+    /// fails at once while the breaker is open (`breaker.rs`).
     async fn call<'a, T, F, Fut>(&'a self, op: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = Result<T, StoreError>> + 'a,
     {
-        if self.closed.load(Ordering::Acquire) {
+        if self.link.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
-        if let Err(left) = self.breaker.admit() {
+        if let Err(cause) = self.link.breaker.admit() {
             return Err(StoreError::Unavailable(format!(
-                "Redis is unavailable: failing fast for {} ms more after \
-                 {BREAKER_FAILURES} or more failed calls in a row",
-                left.as_millis()
+                "{cause} (failing fast until Redis answers a probe, every {} ms)",
+                PROBE_INTERVAL.as_millis()
             )));
         }
         let timeout = self.config.timeout();
         let work = async {
-            let con = self.connection().await.map_err(redis_error)?;
+            let con = self.link.connection().await.map_err(redis_error)?;
             op(con).await
         };
         let result = match tokio::time::timeout(timeout, work).await {
             Ok(result) => result,
             Err(_) => Err(StoreError::Unavailable(format!(
-                "Redis did not answer within {timeout:?}"
+                "Redis: no answer within the timeout ({timeout:?})"
             ))),
         };
         match &result {
-            Ok(_) => self.breaker.succeeded(),
-            Err(e) if e.is_transient() => self.breaker.failed(),
+            Ok(_) => self.link.answered(),
+            // A failure that says the server is down has opened the
+            // breaker already (link.rs); the others count into its run.
+            Err(e) if e.is_transient() && !self.link.breaker.is_open() => self.link.slow(e),
             Err(_) => {}
         }
         result
@@ -388,7 +352,8 @@ impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("config", &self.config)
-            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .field("closed", &self.link.closed.load(Ordering::Relaxed))
+            .field("breaker_open", &self.link.breaker.is_open())
             .finish_non_exhaustive()
     }
 }
@@ -400,9 +365,22 @@ impl fmt::Debug for RedisStore {
 /// what an address of another kind of server (HTTP, say) answers.
 pub(crate) fn redis_error(e: RedisError) -> StoreError {
     let text = redis_text(&e);
+    // NOAUTH and WRONGPASS: the server is there but this configuration
+    // cannot use it; transient as an unreachable server is (the password
+    // may be set on the server meanwhile), so the failure policy applies.
     let transient_code = matches!(
         e.code(),
-        Some("BUSY" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "OOM")
+        Some(
+            "BUSY"
+                | "LOADING"
+                | "TRYAGAIN"
+                | "CLUSTERDOWN"
+                | "MASTERDOWN"
+                | "READONLY"
+                | "OOM"
+                | "NOAUTH"
+                | "WRONGPASS"
+        )
     );
     if e.is_io_error()
         || e.is_timeout()
@@ -417,7 +395,9 @@ pub(crate) fn redis_error(e: RedisError) -> StoreError {
     }
 }
 
-/// `Redis: <e>` on one line, the lines of `e` joined with `; `.
+/// `Redis: <e>` on one line, the lines of `e` joined with `; `, saying
+/// what the errors a misconfiguration gives mean: a missing or refused
+/// password, a refused connection, a peer of another protocol.
 fn redis_text(e: &RedisError) -> String {
     let full = e.to_string();
     let lines: Vec<&str> = full
@@ -426,7 +406,24 @@ fn redis_text(e: &RedisError) -> String {
         .filter(|l| !l.is_empty())
         .collect();
     let text = lines.join("; ");
-    if e.kind() == redis::ErrorKind::Parse {
+    if e.code() == Some("NOAUTH") {
+        format!(
+            "Redis: the server requires a password and the URL gives none (NOAUTH); \
+             write it in the URL: redis://:PASSWORD@HOST:PORT/DB ({text})"
+        )
+    } else if e.kind() == redis::ErrorKind::AuthenticationFailed || e.code() == Some("WRONGPASS") {
+        format!(
+            "Redis: the server refused the password in the URL (WRONGPASS: a wrong \
+             password or user, or a password sent to a server that has none) ({text})"
+        )
+    } else if e.is_timeout() {
+        format!(
+            "Redis: no answer in time: something accepts connections at that address \
+             but does not answer, or nothing accepts them ({text})"
+        )
+    } else if e.is_connection_refusal() {
+        format!("Redis: connection refused: nothing listens at that address and port ({text})")
+    } else if e.kind() == redis::ErrorKind::Parse {
         format!(
             "Redis: the reply is not what a Redis server sends (is the address a \
              Redis server?): {text}"
@@ -437,10 +434,7 @@ fn redis_text(e: &RedisError) -> String {
 }
 
 /// The string at `name`, `None` when absent (a plain read, never a write).
-pub(crate) async fn get(
-    con: &mut ConnectionManager,
-    name: &str,
-) -> Result<Option<String>, StoreError> {
+pub(crate) async fn get(con: &mut Conn, name: &str) -> Result<Option<String>, StoreError> {
     redis::cmd("GET")
         .arg(name)
         .query_async(con)
@@ -506,7 +500,7 @@ impl Store for RedisStore {
         _longest_window: Duration,
         _now: Timestamp,
     ) -> Result<u64, StoreError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.link.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
         Ok(0)
@@ -530,7 +524,7 @@ impl Store for RedisStore {
     }
 
     async fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        self.link.closed.store(true, Ordering::Release);
     }
 }
 

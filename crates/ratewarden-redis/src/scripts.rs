@@ -33,7 +33,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis::aio::ConnectionManager;
+use crate::link::Conn;
 use redis::{Cmd, RedisError, Script};
 
 const DECIMAL: &str = include_str!("lua/decimal.lua");
@@ -115,7 +115,7 @@ impl Scripts {
 
     /// Loads everything when connecting: the scripts, then the library
     /// (functions are used only if that succeeds).
-    pub(crate) async fn load(&self, con: &mut ConnectionManager) -> Result<(), RedisError> {
+    pub(crate) async fn load(&self, con: &mut Conn) -> Result<(), RedisError> {
         self.batch.load_async(con).await?;
         self.sliding_log_read.load_async(con).await?;
         let loaded = self.load_library(con).await?;
@@ -128,7 +128,7 @@ impl Scripts {
 
     /// `Ok(true)` when the library is there now, `Ok(false)` when
     /// functions are unusable on this server.
-    async fn load_library(&self, con: &mut ConnectionManager) -> Result<bool, RedisError> {
+    async fn load_library(&self, con: &mut Conn) -> Result<bool, RedisError> {
         let loaded: Result<String, RedisError> = redis::cmd("FUNCTION")
             .arg("LOAD")
             .arg(&self.library)
@@ -158,7 +158,7 @@ impl Scripts {
     /// `FCALL` of the library, or `EVALSHA` of the script.
     pub(crate) async fn run_batch<T: redis::FromRedisValue>(
         &self,
-        con: &mut ConnectionManager,
+        con: &mut Conn,
         keys: &[&str],
         args: &[&str],
     ) -> Result<T, RedisError> {

@@ -9,9 +9,9 @@
 //! event and, on a denial, the `j`-th oldest; Rust runs the reference
 //! algorithm on them.
 
+use crate::link::Conn;
 use ratewarden_core::algorithm::sliding_log::{self, LiveLog};
 use ratewarden_core::{Attempt, Decision, Key, Policy, Quota, StoreError, Timestamp};
-use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
 use crate::numbers::{decimal, pad20, parse_u64, ttl_ms};
@@ -63,7 +63,7 @@ pub(crate) fn seen(
 
 pub(crate) async fn status(
     store: &RedisStore,
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     policy: &Policy,
     key: &Key,
     now: Timestamp,
@@ -78,7 +78,7 @@ pub(crate) async fn status(
 /// also the `j`-th oldest live event when `n > L − c`.
 async fn read(
     store: &RedisStore,
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     policy: &Policy,
     key: &Key,
     now: Timestamp,

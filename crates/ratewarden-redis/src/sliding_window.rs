@@ -5,9 +5,9 @@
 //! returns the state it saw; Rust runs the reference algorithm on that
 //! state.
 
+use crate::link::Conn;
 use ratewarden_core::algorithm::sliding_window::{self, SlidingWindowState};
 use ratewarden_core::{Attempt, Decision, Key, Policy, StoreError, Timestamp};
-use redis::aio::ConnectionManager;
 
 use crate::batch::{Block, Seen};
 use crate::numbers::{decimal, parse_u64, ttl_ms};
@@ -49,7 +49,7 @@ pub(crate) fn seen(stored: Stored) -> Result<Seen, StoreError> {
 
 pub(crate) async fn status(
     store: &RedisStore,
-    con: &mut ConnectionManager,
+    con: &mut Conn,
     policy: &Policy,
     key: &Key,
     now: Timestamp,
@@ -59,10 +59,7 @@ pub(crate) async fn status(
     Ok(sliding_window::status(state, &policy.quota, now))
 }
 
-async fn read(
-    con: &mut ConnectionManager,
-    name: &str,
-) -> Result<Option<SlidingWindowState>, StoreError> {
+async fn read(con: &mut Conn, name: &str) -> Result<Option<SlidingWindowState>, StoreError> {
     let stored: Stored = redis::cmd("HMGET")
         .arg(name)
         .arg("k")

@@ -93,16 +93,39 @@ pub fn open_store(
             })?;
             Ok(OpenedStore::Dyn(Arc::new(store)))
         }
-        // Connects on first use, so that the service starts while Redis is
-        // down; until it is up, decisions follow `--on-store-error`.
-        StoreConfig::Redis(redis) => {
-            let redis = redis.clone().with_timeout(options.call_timeout);
-            let store = RedisStore::new(redis).map_err(|e| StartupError::Store {
-                store: config.to_string(),
-                source: Box::new(e),
-            })?;
-            Ok(OpenedStore::Dyn(Arc::new(store)))
-        }
+        StoreConfig::Redis(redis) => Ok(OpenedStore::Dyn(open_redis(redis, options)?)),
+    }
+}
+
+/// The Redis store of `config`. It connects on first use, so that the
+/// service starts while Redis is down; until it is up, decisions follow
+/// `--on-store-error`.
+fn open_redis(
+    config: &ratewarden_redis::RedisConfig,
+    options: &StoreOptions,
+) -> Result<Arc<RedisStore>, StartupError> {
+    let redis = config.clone().with_timeout(options.call_timeout);
+    let store = RedisStore::new(redis).map_err(|e| StartupError::Store {
+        store: config.to_string(),
+        source: Box::new(e),
+    })?;
+    Ok(Arc::new(store))
+}
+
+/// Says at start whether Redis answers, and if not why (`NOAUTH`, a
+/// refused password, a refused connection, another protocol, no answer),
+/// without holding up the start.
+async fn report_redis(store: Arc<RedisStore>) {
+    match store.check().await {
+        Ok(()) => tracing::info!(
+            redis = %store.config(),
+            functions = store.uses_functions(),
+            "Redis answers"
+        ),
+        Err(e) => tracing::error!(
+            error = %e,
+            "Redis cannot answer at start; decisions follow on_store_error until it does"
+        ),
     }
 }
 
@@ -130,7 +153,15 @@ impl Application {
         clock: Arc<dyn Clock>,
     ) -> Result<Application, StartupError> {
         let listeners = bind(&settings).await?;
-        let store = open_store(&settings.store, &settings.store_options())?.into_dyn();
+        let options = settings.store_options();
+        let store = match &settings.store {
+            StoreConfig::Redis(config) => {
+                let redis = open_redis(config, &options)?;
+                tokio::spawn(report_redis(Arc::clone(&redis)));
+                redis
+            }
+            other => open_store(other, &options)?.into_dyn(),
+        };
         Ok(Application::assemble(settings, store, clock, listeners))
     }
 

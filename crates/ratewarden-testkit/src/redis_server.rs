@@ -155,8 +155,10 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("a local address").port()
 }
 
+/// Whether the server is up: `PONG`, or `NOAUTH` from one started with
+/// `--requirepass`.
 fn ping(port: u16) -> bool {
-    raw_command(port, &["PING"]).is_some_and(|r| r.starts_with("+PONG"))
+    raw_command(port, &["PING"]).is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))
 }
 
 fn raw_command(port: u16, words: &[&str]) -> Option<String> {
