@@ -35,11 +35,12 @@ def avoid_window_edge(window_secs: float, needed: float) -> None:
         time.sleep(left + 0.05)
 
 
-def start_redis(port: int) -> subprocess.Popen:
-    """Debian's redis-server on 127.0.0.1:`port`, without persistence,
-    once it accepts connections (at most 10 s)."""
+def start_redis(port: int, *options: str) -> subprocess.Popen:
+    """Debian's redis-server on 127.0.0.1:`port`, without persistence and
+    with `options` (e.g. "--requirepass", "pw"), once it accepts
+    connections (at most 10 s)."""
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"],
+                             "--save", "", "--appendonly", "no", *options],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 10
     while time.time() < deadline:

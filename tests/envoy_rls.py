@@ -13,6 +13,9 @@ an unknown domain, limits counting down, two descriptors, wildcards with
 share_threshold, replaces, shadow mode, unlimited, detailed_metric, a
 reload that adds a domain and keeps counters; plus gRPC health (and, on
 Redis, NOT_SERVING while Redis is down), INVALID_ARGUMENT and /json.
+With Redis among the stores, also starts `ratewarden serve` with nothing
+but an envoyproxy/ratelimit deployment's environment (RUNTIME_ROOT,
+REDIS_URL, REDIS_AUTH, PORT, GRPC_PORT, ...) and decides through it.
 
     python3 tests/envoy_rls.py --bin target/release/ratewarden \
         [--stores memory,sqlite,redis]
@@ -107,7 +110,6 @@ class Server:
 
     def __init__(self, binary: str, store: str, rules: Path, tmp: Path):
         self.http_port, self.grpc_port = free_port(), free_port()
-        self.log_path = tmp / f"ratewarden-{store.split(':')[0]}.log"
         args = [binary, "serve", "--listen", f"127.0.0.1:{self.http_port}",
                 "--grpc-listen", f"127.0.0.1:{self.grpc_port}", "--envoy-config", str(rules)]
         if store == "sqlite":
@@ -117,8 +119,15 @@ class Server:
         if store.startswith("redis://"):
             args += ["--store-timeout-ms", STORE_TIMEOUT_MS]
         env = dict(os.environ, RATEWARDEN_LOG="info")
+        self.start(args, env, tmp / f"ratewarden-{store.split(':')[0]}.log")
+
+    def start(self, args, env, log_path: Path, cwd=None) -> None:
+        """Runs `args` with `env`, its standard error in `log_path`, and
+        waits for gRPC health to say SERVING."""
+        self.log_path = log_path
         self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                                     stderr=self.log)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         self.rls = rls_pb2_grpc.RateLimitServiceStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
@@ -442,6 +451,157 @@ def redis_down_is_not_serving(s: Server, redis: subprocess.Popen, port: int) -> 
     return redis
 
 
+# --- an envoyproxy/ratelimit deployment's environment ----------------------
+
+class ReferenceDeployment(Server):
+    """`ratewarden serve` with no flag and no RATEWARDEN_* variable, in
+    the environment of the reference server's own docker-compose.yml
+    (USE_STATSD=false, LOG_LEVEL=debug, REDIS_SOCKET_TYPE=tcp, REDIS_URL,
+    RUNTIME_ROOT, RUNTIME_SUBDIRECTORY=ratelimit, MEMCACHE_HOST_PORT),
+    with a password on its Redis (REDIS_AUTH), the response headers on,
+    and free loopback ports given as a deployment gives them (HOST, PORT,
+    GRPC_HOST, GRPC_PORT). The runtime directory holds the reference's
+    examples (example.yaml among them, whose quota_mode ratewarden
+    refuses) and integration configs under ratelimit/config/."""
+
+    def __init__(self, binary: str, tmp: Path, redis_port: int, password: str, **extra: str):
+        self.http_port, self.grpc_port = free_port(), free_port()
+        self.runtime = tmp / "runtime"
+        config = self.runtime / "ratelimit" / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        for f in [*(REFERENCE / "examples").glob("*.yaml"),
+                  *(REFERENCE / "integration" / "config").glob("*.yaml")]:
+            shutil.copy(f, config / f.name)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RATEWARDEN_")}
+        self.env.update({
+            "USE_STATSD": "false",
+            "LOG_LEVEL": "debug",
+            "REDIS_SOCKET_TYPE": "tcp",
+            "REDIS_URL": f"127.0.0.1:{redis_port}",
+            "RUNTIME_ROOT": str(self.runtime),
+            "RUNTIME_SUBDIRECTORY": "ratelimit",
+            "MEMCACHE_HOST_PORT": "memcached:11211",
+            "REDIS_AUTH": password,
+            "REDIS_POOL_SIZE": "10",
+            # Exact answers on a loaded machine, as STORE_TIMEOUT_MS.
+            "REDIS_TIMEOUT": "10s",
+            "LIMIT_RESPONSE_HEADERS_ENABLED": "true",
+            "HOST": "127.0.0.1",
+            "PORT": str(self.http_port),
+            "GRPC_HOST": "127.0.0.1",
+            "GRPC_PORT": str(self.grpc_port),
+            **extra,
+        })
+        self.start([binary, "serve"], self.env, tmp / "ratewarden-reference-env.log", cwd=tmp)
+
+    def healthcheck(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/healthcheck",
+                                    timeout=CALL_TIMEOUT) as r:
+            return r.status, r.headers.get("Content-Type"), r.read()
+
+
+def redis_dbsize(port: int, password: str) -> int:
+    """DBSIZE of the Redis on `port`, over a raw socket (RESP)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(f"AUTH {password}\r\nDBSIZE\r\n".encode())
+        data = b""
+        while data.count(b"\r\n") < 2:
+            chunk = c.recv(4096)
+            assert chunk, data
+            data += chunk
+    auth, size = data.split(b"\r\n")[:2]
+    assert auth == b"+OK", data
+    return int(size[1:])
+
+
+def the_reference_environment_starts_ratewarden_unchanged(binary: str, tmp: Path) -> None:
+    redis_port = free_port()
+    password = f"pw-{random.getrandbits(64):x}"
+    redis = start_redis(redis_port, "--requirepass", password)
+    s = None
+    try:
+        s = ReferenceDeployment(binary, tmp, redis_port, password)
+        log = s.text()
+        # Each variable read is named at INFO, the password never.
+        for shown in ("RUNTIME_ROOT=", "RUNTIME_SUBDIRECTORY=ratelimit", "REDIS_SOCKET_TYPE=tcp",
+                      f"REDIS_URL=127.0.0.1:{redis_port}", "REDIS_AUTH=<redacted>",
+                      "REDIS_TIMEOUT=10s", "HOST=127.0.0.1", f"PORT={s.http_port}",
+                      "GRPC_HOST=127.0.0.1", f"GRPC_PORT={s.grpc_port}",
+                      "LIMIT_RESPONSE_HEADERS_ENABLED=true", "USE_STATSD=false",
+                      "LOG_LEVEL=debug"):
+            assert any("INFO" in line and "envoyproxy/ratelimit variable used" in line
+                       and shown in line for line in log.splitlines()), f"{shown}:\n{log}"
+        ignored = [line for line in log.splitlines() if "variables ignored" in line]
+        assert ignored and "MEMCACHE_HOST_PORT=memcached:11211" in ignored[0] \
+            and "REDIS_POOL_SIZE=10" in ignored[0], log
+        assert password not in log, "the password is in the log"
+        # example.yaml is refused alone, at the line of its first quota_mode.
+        example = (REFERENCE / "examples" / "example.yaml").read_text().splitlines()
+        line = next(i + 1 for i, l in enumerate(example) if l.strip().startswith("quota_mode:"))
+        assert any("ERROR" in l and f"example.yaml:{line}:" in l for l in log.splitlines()), log
+        # The other files decide, through the Redis of REDIS_URL and REDIS_AUTH.
+        avoid_window_edge(60, 10)
+        value = str(random.getrandbits(40))
+        for i in range(21):
+            r = s.ask("another", descriptor(("key2", value)), hits=1)
+            if i < 20:
+                expect(r.statuses[0], OK, 20, Unit.MINUTE, 19 - i)
+            else:
+                assert r.overall_code == OVER_LIMIT, r
+            headers = {h.key: h.value for h in r.response_headers_to_add}
+            assert headers["RateLimit-Limit"] == "20", headers
+            assert headers["RateLimit-Remaining"] == str(max(19 - i, 0)), headers
+            assert int(headers["RateLimit-Reset"]) == r.statuses[0].duration_until_reset.seconds
+        r = s.ask("mongo_cps", descriptor(("database", "users")), hits=1)
+        expect(r.statuses[0], OK, 500, Unit.SECOND)
+        r = s.ask("rl", descriptor(("category", "account")), hits=1)
+        expect(r.statuses[0], OK, remaining=0)
+        assert redis_dbsize(redis_port, password) > 0
+        assert s.healthcheck() == (200, "text/plain; charset=utf-8", b"OK")
+    finally:
+        if s is not None:
+            s.stop()
+        redis.terminate()
+        redis.wait(timeout=10)
+
+
+def what_would_change_decisions_stops_the_start(binary: str, tmp: Path) -> None:
+    """REDIS_TLS=true cannot be honoured: refused at start, named, rather
+    than connecting in plaintext."""
+    (tmp / "runtime" / "ratelimit" / "config").mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RATEWARDEN_")}
+    env.update({"RUNTIME_ROOT": str(tmp / "runtime"), "RUNTIME_SUBDIRECTORY": "ratelimit",
+                "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "127.0.0.1:6379", "REDIS_TLS": "true",
+                "PORT": str(free_port()), "GRPC_PORT": str(free_port()), "HOST": "127.0.0.1",
+                "GRPC_HOST": "127.0.0.1"})
+    done = subprocess.run([binary, "serve"], env=env, cwd=tmp, capture_output=True, text=True,
+                          timeout=CALL_TIMEOUT)
+    assert done.returncode == 2, done
+    assert "REDIS_TLS=true" in done.stderr and "refused" in done.stderr, done.stderr
+
+
+REFERENCE_CASES = [
+    the_reference_environment_starts_ratewarden_unchanged,
+    what_would_change_decisions_stops_the_start,
+]
+
+
+def run_reference_environment(binary: str) -> int:
+    # The cases run in their own directory (the working directory of a
+    # deployment).
+    binary = str(Path(binary).resolve())
+    failures = 0
+    for case in REFERENCE_CASES:
+        with tempfile.TemporaryDirectory() as tmp_name:
+            try:
+                case(binary, Path(tmp_name))
+                print(f"ok   env    {case.__name__}")
+            except Exception:  # noqa: BLE001 - every failure is reported
+                failures += 1
+                print(f"FAIL env    {case.__name__}\n{traceback.format_exc()}")
+    return failures
+
+
 def run_store(binary: str, store: str) -> int:
     failures = 0
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -491,7 +651,10 @@ def main() -> int:
     parser.add_argument("--stores", default="memory,sqlite,redis")
     args = parser.parse_args()
     random.seed()
-    failures = sum(run_store(args.bin, store) for store in args.stores.split(","))
+    stores = args.stores.split(",")
+    failures = sum(run_store(args.bin, store) for store in stores)
+    if "redis" in stores:
+        failures += run_reference_environment(args.bin)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failure(s)")
     return 1 if failures else 0
 

@@ -51,7 +51,7 @@ pub struct PolicySpec {
 }
 
 /// The top-level keys, in documentation order.
-const SETTINGS: [&str; 23] = [
+const SETTINGS: [&str; 26] = [
     "listen",
     "grpc_listen",
     "envoy_config",
@@ -74,6 +74,9 @@ const SETTINGS: [&str; 23] = [
     "header_read_timeout",
     "idle_timeout",
     "max_connections",
+    "envoy_max_descriptors",
+    "envoy_limit_headers",
+    "envoy_require_rules",
     "policies",
 ];
 
@@ -188,6 +191,15 @@ impl ConfigFile {
                 "max_connections" => {
                     overrides.max_connections = r.number(value, k, values::check_max_connections)
                 }
+                "envoy_max_descriptors" => {
+                    overrides.envoy_max_descriptors =
+                        r.number(value, k, crate::envoy::options::check_max_descriptors)
+                }
+                "envoy_limit_headers" => {
+                    overrides.envoy_limit_headers =
+                        r.parsed(value, k, crate::envoy::options::parse_limit_headers)
+                }
+                "envoy_require_rules" => overrides.envoy_require_rules = r.boolean(value, k),
                 "policies" => policies = r.policies(value),
                 _ => r.unknown(key, None, &SETTINGS),
             }

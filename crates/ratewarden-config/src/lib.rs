@@ -1,7 +1,8 @@
 //! ratewarden's configuration: the TOML file, the values every source
 //! shares, and the resolved settings.
 //!
-//! Precedence: flag > environment variable > file > default. The command
+//! Precedence: flag > environment variable > file > envoyproxy/ratelimit's
+//! environment variables (only with `RUNTIME_ROOT` set) > default. The command
 //! line (in `ratewarden-server`) parses flags and `RATEWARDEN_*`
 //! variables into [`Overrides`] with this crate's parsers ([`values`]);
 //! [`ConfigFile`] reads `--config FILE` into its own [`Overrides`] and
@@ -41,6 +42,8 @@
 //! - `file.rs`: [`ConfigFile`] and [`PolicySpec`]: the TOML walk.
 //! - `error.rs`: [`ConfigError`] (`FILE:LINE:COLUMN: key: message`) and
 //!   [`ConfigErrors`].
+//! - `envoy/`: envoyproxy/ratelimit's YAML rules ([`envoy::EnvoyConfig`])
+//!   and environment variables ([`envoy::environment::Environment`]).
 
 pub mod envoy;
 mod error;
@@ -58,7 +61,8 @@ pub use settings::{
 /// Checks `path` as `serve` would load it (with no flags or environment):
 /// Envoy rules (`--envoy-config`) when it is a directory or ends in
 /// `.yaml`/`.yml`, else a TOML file (`--config`). `Ok` with one line per
-/// policy or rule, or every error.
+/// policy or rule, or every error (of a rules directory: every error of
+/// every file that `serve` would refuse, although it loads the others).
 ///
 /// # Errors
 /// Every error found in the file(s) and in the settings they make.
@@ -71,6 +75,16 @@ pub fn check_config(path: &std::path::Path) -> Result<Vec<String>, ConfigErrors>
             ..Overrides::default()
         };
         let settings = Settings::resolve(given, None, None)?;
+        // `serve` would start without a refused file; a check names it.
+        let refused: Vec<ConfigError> = settings
+            .envoy
+            .iter()
+            .flat_map(|e| e.refused())
+            .flat_map(|r| r.errors.0.clone())
+            .collect();
+        if !refused.is_empty() {
+            return Err(ConfigErrors(refused));
+        }
         let lines = settings.envoy.map(|e| e.describe()).unwrap_or_default();
         if lines.is_empty() {
             // Said, not silent: such rules let every call through.

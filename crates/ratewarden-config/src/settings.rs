@@ -15,6 +15,7 @@ use ratewarden_limiter::{FailureMode, PolicyDef, PolicySet};
 use ratewarden_redis::RedisConfig;
 
 use crate::envoy::EnvoyConfig;
+use crate::envoy::options::{EnvoyOptions, LimitHeaders};
 use crate::error::{ConfigError, ConfigErrors};
 use crate::file::{ConfigFile, PolicySpec};
 
@@ -217,6 +218,14 @@ pub struct Overrides {
     pub idle_timeout_secs: Option<u64>,
     /// `max_connections`.
     pub max_connections: Option<usize>,
+    /// `envoy_max_descriptors`: the most descriptors one Envoy call may carry.
+    pub envoy_max_descriptors: Option<usize>,
+    /// `envoy_limit_headers`: the reference's `RateLimit-Limit` /
+    /// `-Remaining` / `-Reset` headers in Envoy answers; `Some(None)`: off.
+    pub envoy_limit_headers: Option<Option<LimitHeaders>>,
+    /// `envoy_require_rules`: health is down while no Envoy rules domain
+    /// is loaded.
+    pub envoy_require_rules: Option<bool>,
 }
 
 impl Overrides {
@@ -247,6 +256,9 @@ impl Overrides {
                 .or(lower.header_read_timeout_secs),
             idle_timeout_secs: self.idle_timeout_secs.or(lower.idle_timeout_secs),
             max_connections: self.max_connections.or(lower.max_connections),
+            envoy_max_descriptors: self.envoy_max_descriptors.or(lower.envoy_max_descriptors),
+            envoy_limit_headers: self.envoy_limit_headers.or(lower.envoy_limit_headers),
+            envoy_require_rules: self.envoy_require_rules.or(lower.envoy_require_rules),
         }
     }
 }
@@ -279,6 +291,8 @@ pub struct Settings {
     pub envoy_config: Option<PathBuf>,
     /// The Envoy rules (their limits are also in [`Settings::policies`]).
     pub envoy: Option<Arc<EnvoyConfig>>,
+    /// The Envoy service's settings beside its rules.
+    pub envoy_options: EnvoyOptions,
     /// Where state lives.
     pub store: StoreConfig,
     /// Where GET /ping takes its key from.
@@ -310,6 +324,9 @@ pub struct Settings {
     pub policies: PolicySet,
     /// The configuration file, when one was given.
     pub config_file: Option<PathBuf>,
+    /// What envoyproxy/ratelimit's environment variables gave (ranked
+    /// below the file), kept so that a reload ranks them alike.
+    pub environment: Overrides,
 }
 
 /// The defaults of every setting.
@@ -328,6 +345,54 @@ impl Settings {
         file: Option<&ConfigFile>,
         admin_key: Option<String>,
     ) -> Result<Settings, ConfigErrors> {
+        Settings::resolve_with_environment(given, file, Overrides::default(), admin_key)
+    }
+
+    /// [`Settings::resolve`] with `environment` (what envoyproxy/ratelimit's
+    /// variables give, [`crate::envoy::environment`]) ranked below the
+    /// file and above the defaults: ratewarden's own settings always
+    /// win. An own `db` keeps the environment's store out too (it means
+    /// SQLite).
+    ///
+    /// # Errors
+    /// As [`Settings::resolve`].
+    pub fn resolve_with_environment(
+        given: Overrides,
+        file: Option<&ConfigFile>,
+        environment: Overrides,
+        admin_key: Option<String>,
+    ) -> Result<Settings, ConfigErrors> {
+        Settings::resolve_layers(given, file, environment, AdminKey::new(admin_key), None)
+    }
+
+    /// The settings a reload makes: `given` (the start's flags and
+    /// environment) over `file` over this one's environment layer, with
+    /// this one's admin key; an Envoy rules file that is broken now keeps
+    /// the rules it has here ([`EnvoyConfig::load_after`]).
+    ///
+    /// # Errors
+    /// As [`Settings::resolve`].
+    pub fn resolve_again(
+        &self,
+        given: Overrides,
+        file: Option<&ConfigFile>,
+    ) -> Result<Settings, ConfigErrors> {
+        Settings::resolve_layers(
+            given,
+            file,
+            self.environment.clone(),
+            self.admin_key.clone(),
+            self.envoy.as_deref(),
+        )
+    }
+
+    fn resolve_layers(
+        given: Overrides,
+        file: Option<&ConfigFile>,
+        environment: Overrides,
+        admin_key: Option<AdminKey>,
+        last_rules: Option<&EnvoyConfig>,
+    ) -> Result<Settings, ConfigErrors> {
         let (file_overrides, specs, config_file) = match file {
             Some(f) => (
                 f.overrides.clone(),
@@ -336,7 +401,16 @@ impl Settings {
             ),
             None => (Overrides::default(), &[][..], None),
         };
-        let o = given.or(file_overrides);
+        let own = given.or(file_overrides);
+        let environment = if own.db.is_some() {
+            Overrides {
+                store: None,
+                ..environment
+            }
+        } else {
+            environment
+        };
+        let o = own.or(environment.clone());
         let mut errors = Vec::new();
         let listen = o.listen.unwrap_or_else(|| {
             DEFAULT_LISTEN
@@ -400,7 +474,7 @@ impl Settings {
             .into_iter()
             .chain(specs.iter().map(|spec| spec.policy.name.as_ref()));
         let envoy = match &o.envoy_config {
-            Some(path) => match EnvoyConfig::load_beside(path, on_store_error, taken) {
+            Some(path) => match EnvoyConfig::load_after(path, on_store_error, taken, last_rules) {
                 Ok(config) => Some(Arc::new(config)),
                 Err(e) => {
                     errors.extend(e.0);
@@ -431,12 +505,19 @@ impl Settings {
                 grpc_listen: o.grpc_listen,
                 envoy_config: o.envoy_config,
                 envoy,
+                envoy_options: EnvoyOptions {
+                    max_descriptors: o
+                        .envoy_max_descriptors
+                        .unwrap_or(EnvoyOptions::default().max_descriptors),
+                    limit_headers: o.envoy_limit_headers.flatten(),
+                    require_rules: o.envoy_require_rules.unwrap_or(false),
+                },
                 store,
                 ping_key,
                 trusted_proxies: trusted,
                 time_source,
                 store_timeout: Duration::from_millis(o.store_timeout_ms.unwrap_or(100)),
-                admin_key: AdminKey::new(admin_key),
+                admin_key,
                 audit_retention: Duration::from_secs(o.audit_retention_secs.unwrap_or(604_800)),
                 audit_sample: o.audit_sample.unwrap_or(1),
                 wal_autocheckpoint: o.wal_autocheckpoint,
@@ -451,6 +532,7 @@ impl Settings {
                 },
                 policies,
                 config_file,
+                environment,
             }),
             _ => Err(ConfigErrors(errors)),
         }
@@ -467,7 +549,8 @@ impl Settings {
     }
 
     /// The settings that differ in `next` and take effect only after a
-    /// restart (everything but the policies and `on_store_error`), by key.
+    /// restart (everything but the policies, `on_store_error` and the
+    /// Envoy service's options), by key.
     pub fn needing_restart(&self, next: &Settings) -> Vec<&'static str> {
         let mut keys = Vec::new();
         let mut differs = |key, changed: bool| {

@@ -1,6 +1,7 @@
 //! The gRPC server: `envoy.service.ratelimit.v3.RateLimitService` and
 //! `grpc.health.v1.Health`, which reports `NOT_SERVING` while the store
-//! cannot answer (checked every [`HEALTH_INTERVAL`]).
+//! cannot answer (checked every [`HEALTH_INTERVAL`]), and with
+//! `envoy_require_rules` while no rules domain is loaded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,7 +77,8 @@ pub async fn serve(
 }
 
 /// Keeps the health of `""` (the server) and of the rate limit service
-/// at `SERVING` while the store answers, `NOT_SERVING` while it does not.
+/// at `SERVING` while the store answers (and, with `envoy_require_rules`,
+/// a rules domain is loaded), `NOT_SERVING` otherwise.
 async fn watch_health(
     service: Arc<RateLimitService>,
     reporter: tonic_health::server::HealthReporter,
@@ -85,7 +87,8 @@ async fn watch_health(
     let mut last: Option<bool> = None;
     loop {
         let ready = service.limiter().ready().await;
-        let up = ready.is_ok();
+        let rules = service.has_required_rules();
+        let up = ready.is_ok() && rules;
         if last != Some(up) {
             let status = if up {
                 ServingStatus::Serving
@@ -93,7 +96,11 @@ async fn watch_health(
                 ServingStatus::NotServing
             };
             match &ready {
-                Ok(()) => tracing::info!("gRPC health: SERVING"),
+                Ok(()) if rules => tracing::info!("gRPC health: SERVING"),
+                Ok(()) => tracing::warn!(
+                    "gRPC health: NOT_SERVING (no Envoy rules domain is loaded and \
+                     envoy_require_rules is set)"
+                ),
                 Err(e) => {
                     tracing::warn!(error = %e, "gRPC health: NOT_SERVING (the store cannot answer)")
                 }

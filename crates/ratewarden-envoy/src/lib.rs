@@ -17,6 +17,7 @@
 //! What the rules and answers mean, in full: docs/envoy.md.
 
 pub mod grpc;
+mod headers;
 pub mod json;
 pub mod service;
 

@@ -8,23 +8,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
+use ratewarden_config::envoy::options::EnvoyOptions;
 use ratewarden_config::envoy::{EnvoyConfig, Limit, Rule, Unit};
 use ratewarden_core::algorithm::fixed_window;
 use ratewarden_core::{
     Algorithm, Decision, Key, KeyError, Outcome as CoreOutcome, Policy, Quota, Timestamp, ceil_secs,
 };
-use ratewarden_limiter::fields::{FieldItem, field_values};
+use ratewarden_limiter::fields::FieldItem;
 use ratewarden_limiter::{
     Basis, Check, CheckError, CheckResult, FailureMode, Limiter, PolicyDef, PolicyRef,
 };
 use sha2::{Digest, Sha256};
+
+use crate::headers::{header_values, limit_headers};
 
 /// `limit_remaining` of an `unlimited` descriptor (the reference's).
 pub const UNLIMITED_REMAINING: u32 = u32::MAX;
@@ -54,12 +56,13 @@ impl From<CheckError> for ServiceError {
     }
 }
 
-/// The rules in force and the failure mode of request-given limits,
-/// swapped together on reload.
+/// The rules in force, the failure mode of request-given limits and the
+/// service's options, swapped together on reload.
 #[derive(Debug)]
 struct Rules {
     config: Arc<EnvoyConfig>,
     failure: FailureMode,
+    options: EnvoyOptions,
 }
 
 /// Envoy's rate limit service over the decision layer. Cheap to share
@@ -100,8 +103,9 @@ struct Limited<'a> {
 }
 
 impl RateLimitService {
-    /// A service deciding through `limiter` with `config`'s rules; limits
-    /// a request gives itself fail as `failure` says.
+    /// A service deciding through `limiter` with `config`'s rules and the
+    /// default options; limits a request gives itself fail as `failure`
+    /// says.
     pub fn new(
         limiter: Arc<Limiter>,
         config: Arc<EnvoyConfig>,
@@ -109,20 +113,65 @@ impl RateLimitService {
     ) -> RateLimitService {
         RateLimitService {
             limiter,
-            rules: ArcSwap::from_pointee(Rules { config, failure }),
+            rules: ArcSwap::from_pointee(Rules {
+                config,
+                failure,
+                options: EnvoyOptions::default(),
+            }),
         }
     }
 
-    /// Swaps in new rules (a reload). Counters survive: they belong to the
-    /// rules' paths in the store. The limiter's policy set must hold the
-    /// new rules' limits too (their windows decide pruning).
+    /// The same service with `options`.
+    #[must_use]
+    pub fn with_options(self, options: EnvoyOptions) -> RateLimitService {
+        let rules = self.rules.load();
+        self.rules.store(Arc::new(Rules {
+            config: Arc::clone(&rules.config),
+            failure: rules.failure,
+            options,
+        }));
+        drop(rules);
+        self
+    }
+
+    /// Swaps in new rules (a reload), keeping the options. Counters
+    /// survive: they belong to the rules' paths in the store. The
+    /// limiter's policy set must hold the new rules' limits too (their
+    /// windows decide pruning).
     pub fn replace_rules(&self, config: Arc<EnvoyConfig>, failure: FailureMode) {
-        self.rules.store(Arc::new(Rules { config, failure }));
+        let options = self.rules.load().options.clone();
+        self.rules.store(Arc::new(Rules {
+            config,
+            failure,
+            options,
+        }));
+    }
+
+    /// Swaps in new rules and options together (a reload).
+    pub fn reload(&self, config: Arc<EnvoyConfig>, failure: FailureMode, options: EnvoyOptions) {
+        self.rules.store(Arc::new(Rules {
+            config,
+            failure,
+            options,
+        }));
     }
 
     /// The rules in force.
     pub fn rules(&self) -> Arc<EnvoyConfig> {
         Arc::clone(&self.rules.load().config)
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> EnvoyOptions {
+        self.rules.load().options.clone()
+    }
+
+    /// Whether the service counts as healthy as far as its rules go: not
+    /// when [`EnvoyOptions::require_rules`] asks for a domain and none is
+    /// loaded.
+    pub fn has_required_rules(&self) -> bool {
+        let rules = self.rules.load();
+        !rules.options.require_rules || rules.config.domain_count() > 0
     }
 
     /// The decision layer it asks.
@@ -135,8 +184,8 @@ impl RateLimitService {
     ///
     /// # Errors
     /// [`ServiceError::InvalidArgument`] for an empty domain, no
-    /// descriptors, a descriptor `limit` with an unknown unit, a key
-    /// longer than 4 KiB or `is_negative_hits`;
+    /// descriptors or more than [`EnvoyOptions::max_descriptors`], a
+    /// descriptor `limit` with an unknown unit or `is_negative_hits`;
     /// [`ServiceError::Unavailable`] when the store cannot answer and a
     /// limit fails closed; [`ServiceError::Internal`] when it failed.
     pub async fn should_rate_limit(
@@ -154,6 +203,14 @@ impl RateLimitService {
             ));
         }
         let rules = self.rules.load();
+        let max = rules.options.max_descriptors;
+        if request.descriptors.len() > max {
+            return Err(ServiceError::InvalidArgument(format!(
+                "the request has {} descriptors; at most {max} are accepted \
+                 (envoy_max_descriptors)",
+                request.descriptors.len()
+            )));
+        }
         let mut plans = Vec::with_capacity(request.descriptors.len());
         for (i, descriptor) in request.descriptors.iter().enumerate() {
             plans.push(plan(&rules, request, i, descriptor)?);
@@ -209,10 +266,14 @@ impl RateLimitService {
             }
             statuses.push(status);
         }
+        let mut headers = header_values(items);
+        if let Some(names) = &rules.options.limit_headers {
+            headers.extend(limit_headers(names, &statuses));
+        }
         Ok(RateLimitResponse {
             overall_code: if allowed { Code::Ok } else { Code::OverLimit } as i32,
             statuses,
-            response_headers_to_add: header_values(items),
+            response_headers_to_add: headers,
             ..RateLimitResponse::default()
         })
     }
@@ -486,60 +547,4 @@ fn count_metric(l: &Limited<'_>, outcome: &'static str) {
     };
     metrics::counter!("ratewarden_envoy_descriptors_total", "descriptor" => name.clone(), "outcome" => outcome)
         .increment(1);
-}
-
-/// The most items `RateLimit-Policy` and `RateLimit` carry.
-const MAX_HEADER_ITEMS: usize = 16;
-
-/// The longest item name in those headers, in bytes.
-const MAX_HEADER_NAME: usize = 128;
-
-/// `RateLimit-Policy` and `RateLimit`, one item per name (the most
-/// restrictive status when several descriptors share a rule's name). At
-/// most [`MAX_HEADER_ITEMS`] items, the most restrictive ones, with
-/// names cut to [`MAX_HEADER_NAME`] bytes (regression: a thousand
-/// descriptors with long values made headers of megabytes, which Envoy
-/// refuses).
-fn header_values(items: Vec<FieldItem<'_>>) -> Vec<HeaderValue> {
-    let mut unique: Vec<FieldItem<'_>> = Vec::with_capacity(items.len());
-    for item in items {
-        match unique.iter_mut().find(|u| u.name == item.name) {
-            Some(u)
-                if (item.remaining, std::cmp::Reverse(item.reset_secs))
-                    < (u.remaining, std::cmp::Reverse(u.reset_secs)) =>
-            {
-                *u = item;
-            }
-            Some(_) => {}
-            None => unique.push(item),
-        }
-    }
-    if unique.len() > MAX_HEADER_ITEMS {
-        unique.sort_by_key(|u| (u.remaining, std::cmp::Reverse(u.reset_secs)));
-        unique.truncate(MAX_HEADER_ITEMS);
-    }
-    for u in &mut unique {
-        if u.name.len() > MAX_HEADER_NAME {
-            let mut end = MAX_HEADER_NAME;
-            while !u.name.is_char_boundary(end) {
-                end -= 1;
-            }
-            u.name = &u.name[..end];
-        }
-    }
-    let Some((policy, limit)) = field_values(unique) else {
-        return Vec::new();
-    };
-    vec![
-        HeaderValue {
-            key: "RateLimit-Policy".into(),
-            value: policy,
-            ..HeaderValue::default()
-        },
-        HeaderValue {
-            key: "RateLimit".into(),
-            value: limit,
-            ..HeaderValue::default()
-        },
-    ]
 }

@@ -9,6 +9,8 @@
 //!   composition root, the shutdown signal.
 //! - [`logging`]: `RATEWARDEN_LOG` and `RATEWARDEN_LOG_FORMAT`.
 //! - [`reload`]: configuration reload on SIGHUP and on file change.
+//! - [`envoy_setup`]: envoyproxy/ratelimit's environment variables read
+//!   and reported at start; what a load of the Envoy rules left out.
 //! - [`state`]: [`state::AppState`], shared by every handler.
 //! - [`conn`]: serving HTTP/1.1 connections: the header read and idle
 //!   timeouts, the maximum of connections, lingering close.
@@ -17,6 +19,7 @@
 
 pub mod cli;
 pub mod conn;
+pub mod envoy_setup;
 pub mod http;
 pub mod logging;
 pub mod reload;

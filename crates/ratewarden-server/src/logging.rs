@@ -1,6 +1,8 @@
 //! The log: `RATEWARDEN_LOG` (an `EnvFilter` directive list, default
 //! `info`) and `RATEWARDEN_LOG_FORMAT` (`text`, the default, or `json`:
-//! one JSON object per line), on standard error.
+//! one JSON object per line), on standard error. With `RUNTIME_ROOT` set,
+//! envoyproxy/ratelimit's `LOG_LEVEL` and `LOG_FORMAT` apply where ours
+//! are unset.
 //!
 //! Logging never stops the service: a line that cannot be written is
 //! dropped and counted ([`dropped_lines`], `ratewarden_log_lines_dropped_total`
@@ -41,8 +43,15 @@ pub enum LogFormat {
 /// nor a `ratewarden` target (`RATEWARDEN_LOG=verbose` would otherwise
 /// silently log nothing), or a format other than `text` and `json`.
 pub fn init() -> Result<(), String> {
-    let filter = filter(std::env::var(LOG_ENV).ok().as_deref())?;
-    let format = format(std::env::var(LOG_FORMAT_ENV).ok().as_deref())?;
+    // envoyproxy/ratelimit's LOG_LEVEL and LOG_FORMAT stand in for ours.
+    let (reference_filter, reference_format) = crate::envoy_setup::log_defaults()?;
+    let filter = filter(std::env::var(LOG_ENV).ok().as_deref().or(reference_filter))?;
+    let format = format(
+        std::env::var(LOG_FORMAT_ENV)
+            .ok()
+            .as_deref()
+            .or(reference_format),
+    )?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| LogWriter)

@@ -45,10 +45,9 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let overrides = args.overrides();
-    let settings = args
-        .into_settings(std::env::var(ADMIN_KEY_ENV).ok())
-        .context("invalid configuration")?;
+    let (settings, overrides) =
+        ratewarden_server::envoy_setup::settings(args, std::env::var(ADMIN_KEY_ENV).ok())
+            .context("invalid configuration")?;
     // At once, before the store and the listeners: a change of the files
     // from here on is applied when the watcher starts.
     let loaded = Baseline::take(&settings);
@@ -80,11 +79,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         idle_timeout_secs = settings.connections.idle_timeout.as_secs(),
         "starting ratewarden"
     );
-    if settings.grpc_listen.is_some() && envoy_limits == 0 {
-        tracing::warn!(
-            "gRPC is served but no Envoy rate limits are loaded (--envoy-config): \
-             every ShouldRateLimit call is answered OK"
-        );
+    match (&settings.envoy_config, &settings.envoy) {
+        (Some(path), Some(rules)) => ratewarden_server::envoy_setup::report_rules(path, rules),
+        _ if settings.grpc_listen.is_some() => tracing::warn!(
+            "gRPC is served but no Envoy rules are given (--envoy-config): every \
+             ShouldRateLimit call is answered OK"
+        ),
+        _ => {}
     }
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {

@@ -189,11 +189,10 @@ impl Application {
         http::ops::metrics::install();
         let limiter = Arc::new(Limiter::new(store, clock, settings.policies.clone()));
         let rules = settings.envoy.clone().unwrap_or_default();
-        let envoy = Arc::new(RateLimitService::new(
-            Arc::clone(&limiter),
-            rules,
-            settings.on_store_error,
-        ));
+        let envoy = Arc::new(
+            RateLimitService::new(Arc::clone(&limiter), rules, settings.on_store_error)
+                .with_options(settings.envoy_options.clone()),
+        );
         let state = AppState::new(Shared {
             limiter,
             envoy,

@@ -11,7 +11,19 @@
 //! (`domain.key_value.key`), so counters, stores, reloads and metrics work
 //! as for the policy file. Keys of the format that ratewarden does not
 //! implement (`quota_mode`, `metadata`) are refused with the file, line
-//! and name, never ignored; so are unknown and misplaced keys.
+//! and name, never ignored; so are unknown and misplaced keys. A file
+//! with errors is refused alone: the other files of a directory load
+//! ([`EnvoyConfig::refused`]), and on a reload a refused file keeps the
+//! rules it last loaded with.
+//!
+//! # Layout
+//! - `yaml.rs`: one file read into its raw model, every value with its
+//!   position; `build.rs`: the raw model built into a domain's rules;
+//!   `tree.rs`: the rules and the reference's lookup; `files.rs`: which
+//!   files a path names.
+//! - `environment.rs`: envoyproxy/ratelimit's environment variables
+//!   (`RUNTIME_ROOT`, `REDIS_URL`, …) as settings.
+//! - `options.rs`: the Envoy service's settings beside its rules.
 //!
 //! ```
 //! use std::path::Path;
@@ -28,47 +40,69 @@
 //! assert!(err.to_string().starts_with("edge.yaml:4:5: descriptors[0].quota_mode: quota_mode is not implemented"), "{err}");
 //! ```
 
+mod build;
+pub mod environment;
+mod files;
+pub mod options;
 mod tree;
 mod yaml;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use ratewarden_core::{Algorithm, Policy, Quota};
 use ratewarden_limiter::{FailureMode, PolicyDef};
-use sha2::{Digest, Sha256};
 
+use build::Builder;
+pub use files::Skipped;
 use tree::Node;
 pub use tree::{Domain, Found, Limit, Rule, Unit};
-use yaml::{RawDescriptor, RawFile, RawRateLimit};
 
 use crate::error::{ConfigError, ConfigErrors, Location};
-use crate::values::{check_burst, parse_algorithm, parse_duration};
 
 /// The rules of every domain, read from one file or a directory.
 #[derive(Debug, Clone, Default)]
 pub struct EnvoyConfig {
     domains: HashMap<String, Domain>,
-    /// The files read, in the order read.
+    /// The files read, in the order read (refused ones included).
     pub files: Vec<PathBuf>,
     /// Every limited rule's policy, in file order.
     policies: Vec<Arc<PolicyDef>>,
     /// The policy names given so far (and those reserved by other
     /// sources), so that every limit's name is unique.
     names: HashSet<String>,
+    /// The files not loaded, each with its errors.
+    refused: Vec<RefusedFile>,
+    /// The entries of the directory that were not read.
+    skipped: Vec<Skipped>,
+    /// The text each loaded file's rules were built from, so that a
+    /// reload can keep them when the file turns out broken.
+    texts: HashMap<PathBuf, Arc<str>>,
+}
+
+/// A rules file that was not loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedFile {
+    /// The file.
+    pub file: PathBuf,
+    /// Every error found in it, each with its `FILE:LINE:COLUMN`.
+    pub errors: ConfigErrors,
+    /// On a reload: the rules it held at the previous load still serve
+    /// (a file that never loaded has none to keep).
+    pub kept: bool,
 }
 
 impl EnvoyConfig {
     /// Loads `path`: one YAML file, or every `*.yaml` and `*.yml` file of
     /// a directory (not its subdirectories; names starting with `.` are
     /// skipped, as Kubernetes' `..data`), in name order. Limits fail open
-    /// or closed as `failure` says.
+    /// or closed as `failure` says. A file with errors is refused alone
+    /// ([`EnvoyConfig::refused`]): the others load.
     ///
     /// # Errors
-    /// Every error of every file, each with its `FILE:LINE:COLUMN`; a file
-    /// that cannot be read; a domain defined twice.
+    /// A path that cannot be read; every error of every file when no
+    /// file loads and one was refused (a file given alone that has errors
+    /// among them), so that such rules never start from nothing.
     pub fn load(path: &Path, failure: FailureMode) -> Result<EnvoyConfig, ConfigErrors> {
         EnvoyConfig::load_beside(path, failure, [])
     }
@@ -88,32 +122,62 @@ impl EnvoyConfig {
         failure: FailureMode,
         taken: impl IntoIterator<Item = &'t str>,
     ) -> Result<EnvoyConfig, ConfigErrors> {
-        let files = files_of(path)?;
+        EnvoyConfig::load_after(path, failure, taken, None)
+    }
+
+    /// [`EnvoyConfig::load_beside`] for a reload after `last`: a file
+    /// that is refused now but loaded then keeps the rules it had
+    /// (built again from the text it had, so its limits keep their names
+    /// and counters), marked [`RefusedFile::kept`]. A typo saved in one
+    /// file never removes its domain's limits.
+    ///
+    /// # Errors
+    /// As [`EnvoyConfig::load`], counting kept files as loaded.
+    pub fn load_after<'t>(
+        path: &Path,
+        failure: FailureMode,
+        taken: impl IntoIterator<Item = &'t str>,
+        last: Option<&EnvoyConfig>,
+    ) -> Result<EnvoyConfig, ConfigErrors> {
+        let (files, skipped) = files::files_of(path)?;
         let mut config = EnvoyConfig {
             names: taken.into_iter().map(str::to_owned).collect(),
+            skipped,
             ..EnvoyConfig::default()
         };
-        let mut errors = Vec::new();
         let mut defined: HashMap<String, Location> = HashMap::new();
         for file in files {
-            let text = match read_text(&file) {
-                Ok(text) => text,
-                Err(e) => {
-                    errors.push(e);
-                    continue;
-                }
-            };
-            match config.add(&file, &text, failure, &mut defined) {
-                Ok(()) => {}
-                Err(mut e) => errors.append(&mut e),
+            let added = files::read_text(&file)
+                .map_err(|e| vec![e])
+                .and_then(|text| {
+                    let text: Arc<str> = text.into();
+                    config.add(&file, &text, failure, &mut defined)
+                });
+            if let Err(mut errors) = added {
+                errors.sort_by_key(|e| e.location.as_ref().map(|l| (l.line, l.column)));
+                let last_text = last.and_then(|l| l.texts.get(&file)).cloned();
+                // The last good text loads again unless the other files
+                // now clash with it (a domain moved to another file).
+                let kept = last_text
+                    .is_some_and(|text| config.add(&file, &text, failure, &mut defined).is_ok());
+                config.refused.push(RefusedFile {
+                    file: file.clone(),
+                    errors: ConfigErrors(errors),
+                    kept,
+                });
             }
             config.files.push(file);
         }
-        if errors.is_empty() {
-            Ok(config)
-        } else {
-            Err(ConfigErrors(errors))
+        let loaded = config.files.len() - config.refused.iter().filter(|r| !r.kept).count();
+        if loaded == 0 && !config.refused.is_empty() {
+            let errors = config
+                .refused
+                .into_iter()
+                .flat_map(|r| r.errors.0)
+                .collect();
+            return Err(ConfigErrors(errors));
         }
+        Ok(config)
     }
 
     /// One file's text, as [`EnvoyConfig::load`] reads it.
@@ -127,16 +191,18 @@ impl EnvoyConfig {
     ) -> Result<EnvoyConfig, ConfigErrors> {
         let mut config = EnvoyConfig::default();
         config
-            .add(file, text, failure, &mut HashMap::new())
+            .add(file, &Arc::from(text), failure, &mut HashMap::new())
             .map_err(ConfigErrors)?;
         config.files.push(file.to_path_buf());
         Ok(config)
     }
 
+    /// Adds the domain of `file`, whose text is `text`; nothing when it
+    /// has an error.
     fn add(
         &mut self,
         file: &Path,
-        text: &str,
+        text: &Arc<str>,
         failure: FailureMode,
         defined: &mut HashMap<String, Location>,
     ) -> Result<(), Vec<ConfigError>> {
@@ -146,10 +212,9 @@ impl EnvoyConfig {
             failure,
             errors: Vec::new(),
             policies: Vec::new(),
-            names: std::mem::take(&mut self.names),
+            names: self.names.clone(),
         };
         let domain = builder.domain(raw);
-        self.names = builder.names;
         let mut errors = builder.errors;
         if let Some(domain) = &domain
             && let Some(first) = defined.get(&domain.name)
@@ -167,11 +232,15 @@ impl EnvoyConfig {
             errors.sort_by_key(|e| e.location.as_ref().map(|l| (l.line, l.column)));
             return Err(errors);
         }
+        // Only a file that loads claims names: a refused one must not
+        // push another file's limits to digest names.
+        self.names = builder.names;
         if let Some(domain) = domain {
             defined.insert(domain.name.clone(), domain_at);
             self.policies.append(&mut builder.policies);
             self.domains.insert(domain.name.clone(), domain);
         }
+        self.texts.insert(file.to_path_buf(), Arc::clone(text));
         Ok(())
     }
 
@@ -188,6 +257,18 @@ impl EnvoyConfig {
     /// Every limited rule's policy, in file order.
     pub fn policies(&self) -> impl Iterator<Item = &Arc<PolicyDef>> {
         self.policies.iter()
+    }
+
+    /// The files that were not loaded, in name order, each with its
+    /// errors.
+    pub fn refused(&self) -> &[RefusedFile] {
+        &self.refused
+    }
+
+    /// The entries of the rules directory that were not read (other
+    /// than names starting with `.`).
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
     }
 
     /// One line per rule, as `check-config` prints them, sorted by path:
@@ -221,345 +302,5 @@ fn collect_rules(node: &Node, f: &mut impl FnMut(&Rule)) {
     }
     for child in node.children.values() {
         collect_rules(child, f);
-    }
-}
-
-/// The files `path` names: itself, or a directory's YAML files by name.
-/// The text of `file`; a file that is not UTF-8 is refused at the line
-/// and column of its first bad byte (regression: with no position).
-fn read_text(file: &Path) -> Result<String, ConfigError> {
-    let bytes = std::fs::read(file).map_err(|e| {
-        ConfigError::general(format!(
-            "cannot read the Envoy rate limit configuration {}: {e}",
-            file.display()
-        ))
-    })?;
-    String::from_utf8(bytes).map_err(|e| {
-        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
-        let line_start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let column = String::from_utf8_lossy(&good[line_start..]).chars().count() + 1;
-        ConfigError {
-            location: Some(Location {
-                file: file.to_path_buf(),
-                line,
-                column,
-            }),
-            key: None,
-            message: "not UTF-8 text (YAML files are UTF-8)".into(),
-        }
-    })
-}
-
-fn files_of(path: &Path) -> Result<Vec<PathBuf>, ConfigErrors> {
-    let cannot = |e: std::io::Error| {
-        ConfigErrors::from(ConfigError::general(format!(
-            "cannot read the Envoy rate limit configuration {}: {e}",
-            path.display()
-        )))
-    };
-    if !path.is_dir() {
-        // A missing file is reported by the read, with its name.
-        std::fs::metadata(path).map_err(cannot)?;
-        return Ok(vec![path.to_path_buf()]);
-    }
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(cannot)? {
-        let entry = entry.map_err(cannot)?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-        // A dangling link or a link loop is listed too, so that reading
-        // it reports it (regression: such files were skipped silently).
-        if yaml && !name.starts_with('.') && !entry.path().is_dir() {
-            files.push(entry.path());
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// Builds one file's domain from its raw model, collecting errors.
-struct Builder {
-    failure: FailureMode,
-    errors: Vec<ConfigError>,
-    policies: Vec<Arc<PolicyDef>>,
-    names: HashSet<String>,
-}
-
-impl Builder {
-    fn error(&mut self, at: &Location, key: &str, message: impl Into<String>) {
-        self.errors.push(ConfigError {
-            location: Some(at.clone()),
-            key: Some(key.to_owned()),
-            message: message.into(),
-        });
-    }
-
-    fn domain(&mut self, raw: RawFile) -> Option<Domain> {
-        if raw.domain.is_empty() {
-            self.error(&raw.domain_at, "domain", "the domain is missing or empty");
-            return None;
-        }
-        let mut root = Node::default();
-        let prefix = format!("{}.", raw.domain);
-        let identity = format!("{}:{}", raw.domain.len(), raw.domain);
-        self.descriptors(&mut root, &prefix, &identity, &raw.descriptors, false);
-        Some(Domain {
-            name: raw.domain,
-            root,
-        })
-    }
-
-    /// `identity`: the domain and the composites above, each after its
-    /// length, which no other place in the rules has.
-    fn descriptors(
-        &mut self,
-        node: &mut Node,
-        prefix: &str,
-        identity: &str,
-        list: &[RawDescriptor],
-        vtm_above: bool,
-    ) {
-        for d in list {
-            if d.key.is_empty() {
-                self.error(
-                    &d.at,
-                    &format!("{}.key", d.path),
-                    "a descriptor needs a non-empty key",
-                );
-                continue;
-            }
-            let composite = if d.value.is_empty() {
-                d.key.clone()
-            } else {
-                format!("{}_{}", d.key, d.value)
-            };
-            let path = format!("{prefix}{composite}");
-            let identity = format!("{identity}{}:{composite}", composite.len());
-            if node.children.contains_key(&composite) {
-                self.error(
-                    &d.at,
-                    &d.path,
-                    format!("the descriptor '{path}' is defined twice at this level"),
-                );
-                continue;
-            }
-            let vtm = vtm_above || d.value_to_metric;
-            if d.share_threshold && !composite.contains('*') {
-                self.error(
-                    &d.at,
-                    &format!("{}.share_threshold", d.path),
-                    format!(
-                        "share_threshold needs a wildcard value (with '*'); '{composite}' has none"
-                    ),
-                );
-            }
-            let rule = d
-                .rate_limit
-                .as_ref()
-                .and_then(|r| self.rule(r, d, &path, &identity, vtm));
-            let mut child = Node {
-                rule: rule.map(Arc::new),
-                value_to_metric: d.value_to_metric,
-                share_threshold: d.share_threshold,
-                ..Node::default()
-            };
-            self.descriptors(
-                &mut child,
-                &format!("{path}."),
-                &identity,
-                &d.descriptors,
-                vtm,
-            );
-            if composite.contains('*') {
-                let parts = composite.split('*').map(str::to_owned).collect();
-                node.wildcards.push((composite.clone(), parts));
-            }
-            node.children.insert(composite, child);
-        }
-    }
-
-    /// A policy name for the limit at `path`: the path, or when that is
-    /// taken, the path and a digest of `identity`.
-    fn unique_name(&mut self, path: &str, identity: &str) -> String {
-        let mut name = path.to_owned();
-        if self.names.contains(&name) {
-            let digest = Sha256::digest(identity.as_bytes());
-            name = format!(
-                "{path}~{:02x}{:02x}{:02x}{:02x}",
-                digest[0], digest[1], digest[2], digest[3]
-            );
-        }
-        self.names.insert(name.clone());
-        name
-    }
-
-    fn rule(
-        &mut self,
-        r: &RawRateLimit,
-        d: &RawDescriptor,
-        path: &str,
-        identity: &str,
-        vtm: bool,
-    ) -> Option<Rule> {
-        let at = r.at.clone().unwrap_or_else(|| d.at.clone());
-        let key = format!("{}.rate_limit", d.path);
-        let errors_before = self.errors.len();
-        for (name, name_at) in &r.replaces {
-            if name.is_empty() {
-                self.error(
-                    name_at,
-                    &format!("{key}.replaces"),
-                    "a replaces entry needs a name",
-                );
-            } else if *name == r.name {
-                self.error(
-                    name_at,
-                    &format!("{key}.replaces"),
-                    format!("a limit cannot replace itself ('{name}' is its own name)"),
-                );
-            }
-        }
-        let unit = match &r.unit {
-            Some((text, unit_at)) if !text.is_empty() => match Unit::parse(text) {
-                Some(u) => Some(u),
-                None => {
-                    self.error(
-                        unit_at,
-                        &format!("{key}.unit"),
-                        format!("'{text}' is not a unit; expected second, minute, hour, day, week, month or year"),
-                    );
-                    None
-                }
-            },
-            _ => None,
-        };
-        let replaces: Vec<String> = r.replaces.iter().map(|(n, _)| n.clone()).collect();
-        if r.unlimited {
-            if unit.is_some() || r.window.is_some() {
-                self.error(&at, &key, "an unlimited limit takes no unit or window");
-            }
-            if r.algorithm.is_some() || r.burst.is_some() {
-                self.error(&at, &key, "an unlimited limit takes no algorithm or burst");
-            }
-            return (self.errors.len() == errors_before).then(|| Rule {
-                path: path.to_owned(),
-                name: r.name.clone(),
-                limit: Limit::Unlimited,
-                replaces,
-                detailed_metric: d.detailed_metric,
-                value_to_metric_on_path: vtm,
-            });
-        }
-        // An empty unit (`unit:`, `unit: ""`, `unit: ~`) is no unit: the
-        // reference refuses it unless the limit is unlimited (regression:
-        // it silently dropped the limit).
-        let unit_given = r.unit.as_ref().filter(|(text, _)| !text.is_empty());
-        let window = match (&r.window, unit, unit_given) {
-            (Some((_, w_at)), _, Some(_)) => {
-                self.error(
-                    w_at,
-                    &format!("{key}.window"),
-                    "give unit or window, not both",
-                );
-                None
-            }
-            (Some((text, w_at)), _, None) => match parse_duration(text) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    self.error(w_at, &format!("{key}.window"), e);
-                    None
-                }
-            },
-            (None, Some(u), _) => u.seconds().map(Duration::from_secs),
-            (None, None, Some(_)) => None, // reported above
-            (None, None, None) if r.unit.is_some() => {
-                let unit_at = r.unit.as_ref().map_or(&at, |(_, a)| a);
-                self.error(
-                    unit_at,
-                    &format!("{key}.unit"),
-                    "the unit is empty; expected second, minute, hour, day, week, month or year",
-                );
-                None
-            }
-            (None, None, None) => {
-                self.error(
-                    &at,
-                    &key,
-                    "a limit needs a unit (second, minute, hour, day, week, month, year), a window (extension, e.g. 30s) or unlimited: true",
-                );
-                None
-            }
-        };
-        let algorithm = match &r.algorithm {
-            None => Some(Algorithm::FixedWindow),
-            Some((text, a_at)) => match parse_algorithm(text) {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    self.error(a_at, &format!("{key}.algorithm"), e);
-                    None
-                }
-            },
-        };
-        if let (Some((_, b_at)), Some(a)) = (&r.burst, algorithm)
-            && a != Algorithm::Gcra
-        {
-            self.error(
-                b_at,
-                &format!("{key}.burst"),
-                format!("burst applies to algorithm gcra only, not {a}"),
-            );
-        }
-        let (Some(window), Some(algorithm)) = (window, algorithm) else {
-            return None;
-        };
-        let quota = match Quota::new(u64::from(r.requests_per_unit), window) {
-            Ok(q) => q,
-            Err(e) => {
-                self.error(&at, &key, e.to_string());
-                return None;
-            }
-        };
-        // The policy file's rule for a burst (regression: 0 and values
-        // past the largest limit were taken as given).
-        let quota = match &r.burst {
-            Some((b, b_at)) => match check_burst(*b) {
-                Ok(b) => quota.with_burst(b),
-                Err(e) => {
-                    self.error(b_at, &format!("{key}.burst"), e);
-                    return None;
-                }
-            },
-            None => quota,
-        };
-        if self.errors.len() != errors_before {
-            return None;
-        }
-        let mut policy = Policy::new(self.unique_name(path, identity), algorithm, quota);
-        if d.shadow_mode {
-            policy = policy.in_shadow();
-        }
-        let def = Arc::new(PolicyDef::new(policy, self.failure));
-        self.policies.push(Arc::clone(&def));
-        let unit = unit.unwrap_or_else(|| {
-            if window.subsec_nanos() == 0 {
-                Unit::of_seconds(window.as_secs())
-            } else {
-                Unit::Unknown
-            }
-        });
-        Some(Rule {
-            path: path.to_owned(),
-            name: r.name.clone(),
-            limit: Limit::Limited {
-                def,
-                requests_per_unit: r.requests_per_unit,
-                unit,
-            },
-            replaces,
-            detailed_metric: d.detailed_metric,
-            value_to_metric_on_path: vtm,
-        })
     }
 }

@@ -34,9 +34,15 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             for e in errors.iter() {
                 let _ = writeln!(err, "{e}");
             }
+            // A rules directory's files are refused one by one.
+            let outcome = if args.path.is_dir() {
+                "serve refuses each file with errors and loads the others"
+            } else {
+                "nothing is loaded from a file with errors"
+            };
             let _ = writeln!(
                 err,
-                "{}: {} error(s); nothing is loaded from a file with errors",
+                "{}: {} error(s); {outcome}",
                 args.path.display(),
                 errors.iter().count()
             );

@@ -25,7 +25,7 @@ use crate::state::AppState;
     request_body(content = JsonRequest, description = "A RateLimitRequest in protobuf JSON (camelCase or proto field names)", content_type = "application/json"),
     responses(
         (status = 200, description = "overallCode OK", body = JsonResponse),
-        (status = 400, description = "Not a RateLimitRequest, an empty domain, no descriptors, a limit with an unknown unit, isNegativeHits", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Not a RateLimitRequest, an empty domain, no descriptors or more than --envoy-max-descriptors (256 by default), a limit with an unknown unit, isNegativeHits", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than --max-body-bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 429, description = "overallCode OVER_LIMIT", body = JsonResponse),
         (status = 503, description = "The store is unavailable and a limit fails closed", body = crate::http::problem::Problem, content_type = "application/problem+json"),

@@ -10,7 +10,8 @@
 //!   Traefik.
 //! - [`key_source`]: which client a `/ping` counts against.
 //! - [`admin`]: the fail-closed admin key check.
-//! - [`ops`]: `/metrics`, `/healthz`, `/readyz`, `/dashboard`.
+//! - [`ops`]: `/metrics`, `/healthz`, `/readyz`, `/healthcheck`,
+//!   `/dashboard`.
 
 pub mod admin;
 pub mod authorize;

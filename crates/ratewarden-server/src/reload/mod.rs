@@ -146,7 +146,10 @@ impl Reloader {
             .map(ConfigFile::load)
             .transpose()?;
         let envoy_in_file = file.as_ref().and_then(|f| f.overrides.envoy_config.clone());
-        let next = Settings::resolve(self.given.clone(), file.as_ref(), None)?;
+        let next = {
+            let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+            current.resolve_again(self.given.clone(), file.as_ref())?
+        };
         Ok(Prepared {
             next,
             envoy_in_file,
@@ -185,11 +188,16 @@ impl Reloader {
             .envoy
             .clone()
             .unwrap_or_else(|| Arc::new(EnvoyConfig::default()));
-        self.envoy.replace_rules(rules, next.on_store_error);
+        if let Some(path) = &current.envoy_config {
+            crate::envoy_setup::report_rules(path, &rules);
+        }
+        self.envoy
+            .reload(rules, next.on_store_error, next.envoy_options.clone());
         let changes = self.limiter.replace_policies(next.policies.clone());
         current.policies = next.policies;
         current.envoy = next.envoy;
         current.on_store_error = next.on_store_error;
+        current.envoy_options = next.envoy_options;
         metrics::counter!("ratewarden_config_reloads_total", "result" => "ok").increment(1);
         let from: Vec<String> = self
             .paths()

@@ -7,6 +7,7 @@
 mod authorize;
 mod concurrency;
 mod envoy;
+mod envoy_ops;
 mod errors;
 mod helpers;
 mod keys;

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
+use ratewarden_config::envoy::options::{LimitHeaders, parse_limit_headers, parse_max_descriptors};
 use ratewarden_config::values::{
     parse_algorithm, parse_audit_sample, parse_body_limit, parse_grpc_listen, parse_limit,
     parse_listen, parse_max_connections, parse_net, parse_secs, parse_store, parse_timeout_ms,
@@ -42,6 +43,11 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)] // parsed once, at start
 pub enum Command {
     /// Run the HTTP service.
+    ///
+    /// With RUNTIME_ROOT set, envoyproxy/ratelimit's environment variables
+    /// (RUNTIME_SUBDIRECTORY, REDIS_URL, PORT, GRPC_PORT, …) are read too,
+    /// below every flag, RATEWARDEN_* variable and file key; each one read
+    /// is named at start. See docs/envoy.md.
     Serve(ServeArgs),
     /// Decide a recorded trace of requests (standard input) and print each
     /// decision (standard output); a summary goes to standard error.
@@ -195,6 +201,37 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_MAX_CONNECTIONS", value_name = "N",
           value_parser = parse_max_connections, allow_negative_numbers = true)]
     pub max_connections: Option<usize>,
+
+    /// The most descriptors one Envoy rate limit call (gRPC or POST /json)
+    /// may carry; more are refused with INVALID_ARGUMENT (400 on /json)
+    /// [default: 256].
+    #[arg(long, env = "RATEWARDEN_ENVOY_MAX_DESCRIPTORS", value_name = "N",
+          value_parser = parse_max_descriptors, allow_negative_numbers = true)]
+    pub envoy_max_descriptors: Option<usize>,
+
+    /// envoyproxy/ratelimit's optional response headers in Envoy answers,
+    /// of the most restrictive descriptor: `off`, `on` (RateLimit-Limit,
+    /// RateLimit-Remaining, RateLimit-Reset) or three names
+    /// LIMIT,REMAINING,RESET [default: off].
+    #[arg(long, env = "RATEWARDEN_ENVOY_LIMIT_HEADERS", value_name = "off|on|LIMIT,REMAINING,RESET",
+          value_parser = limit_headers_arg)]
+    pub envoy_limit_headers: Option<LimitHeadersArg>,
+
+    /// GET /healthcheck and gRPC health report the service down while no
+    /// Envoy rules domain is loaded [default: false].
+    #[arg(long, env = "RATEWARDEN_ENVOY_REQUIRE_RULES", value_name = "BOOL",
+          num_args = 0..=1, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub envoy_require_rules: Option<bool>,
+}
+
+/// `--envoy-limit-headers`: `None` for `off`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitHeadersArg(pub Option<LimitHeaders>);
+
+/// [`parse_limit_headers`] for clap.
+fn limit_headers_arg(s: &str) -> Result<LimitHeadersArg, String> {
+    parse_limit_headers(s).map(LimitHeadersArg)
 }
 
 /// `--ping-key` values.
@@ -265,6 +302,9 @@ impl ServeArgs {
             header_read_timeout_secs: self.header_read_timeout,
             idle_timeout_secs: self.idle_timeout,
             max_connections: self.max_connections,
+            envoy_max_descriptors: self.envoy_max_descriptors,
+            envoy_limit_headers: self.envoy_limit_headers.clone().map(|a| a.0),
+            envoy_require_rules: self.envoy_require_rules,
         }
     }
 

@@ -1,5 +1,6 @@
 //! The operator's routes: `GET /metrics` (Prometheus), `GET /healthz`,
-//! `GET /readyz` and the live `GET /dashboard`. None needs a key; the
+//! `GET /readyz`, envoyproxy/ratelimit's `/healthcheck` and the live
+//! `GET /dashboard`. None needs a key; the
 //! dashboard's most-denied keys need the admin key.
 //!
 //! - [`metrics`]: the Prometheus recorder (installed once per process)
@@ -22,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .route("/metrics", get(metrics::handle))
         .route("/healthz", get(health::live))
         .route("/readyz", get(health::ready))
+        .route("/healthcheck", axum::routing::any(health::healthcheck))
         .route("/dashboard", get(dashboard::page))
         .route("/dashboard/data", get(dashboard::data))
 }
