@@ -78,7 +78,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use audit::AuditLog;
 use batch::{OwnedBatch, OwnedItem};
-use checkpoint::Checkpointer;
+use checkpoint::{Checkpointer, WalLimit};
 use worker::{Job, Op, OwnedKeyMatch, Reply, Worker};
 
 /// Settings of a [`SqliteStore`].
@@ -104,11 +104,15 @@ pub struct SqliteOptions {
     /// over (SQLite's `wal_autocheckpoint`; `checkpoint.rs` says why the
     /// background checkpoints alone never let it). Under sustained writes
     /// the `-wal` file grows to about this size and stays there until the
-    /// store is closed; each such checkpoint pauses every decision for
-    /// its `fsync`s. Default 50,000 (about 200 MB), which keeps those
-    /// pauses out of the p99 (BENCHMARKS.md); smaller keeps the file
-    /// smaller and pauses more often. 0 is taken as 1 (SQLite's 0 would
-    /// let the WAL grow without bound).
+    /// store is closed; it never grows past twice this size plus one
+    /// transaction, where the writer waits for the background checkpoint
+    /// and checkpoints whatever runs beside it (unless another process
+    /// keeps a read transaction open past the busy timeout). Each such
+    /// checkpoint pauses every decision for its `fsync`s. Default 50,000
+    /// (about 200 MB), which keeps those pauses out of the p99
+    /// (BENCHMARKS.md); smaller keeps the file smaller and pauses more
+    /// often. 0 is taken as 1 (SQLite's 0 would let the WAL grow without
+    /// bound).
     pub wal_autocheckpoint: u32,
 }
 
@@ -212,12 +216,14 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(32);
         schema::migrate(&mut conn)?;
         // Checkpoints run on a connection of their own; the worker's only
-        // past a cap (`checkpoint.rs`).
-        conn.pragma_update(
-            None,
-            "wal_autocheckpoint",
-            options.wal_autocheckpoint.max(1),
-        )?;
+        // past its limit (`checkpoint.rs`).
+        let turn = checkpoint::Turn::default();
+        let wal = WalLimit::watch(
+            &conn,
+            options.wal_autocheckpoint,
+            Arc::clone(&turn),
+            options.busy_timeout,
+        );
         let checkpoints = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -233,7 +239,7 @@ impl SqliteStore {
             drop(file_lock);
             return Err(SqliteError::Lock(e));
         }
-        let checkpointer = match Checkpointer::start(checkpoints, file_lock.sync()) {
+        let checkpointer = match Checkpointer::start(checkpoints, file_lock.sync(), turn) {
             Ok(checkpointer) => checkpointer,
             Err(e) => {
                 drop(conn);
@@ -250,6 +256,7 @@ impl SqliteStore {
             audit_retention: options.audit_retention,
             audit_log: AuditLog::new(options.audit_sample, Arc::clone(&audit_rows)),
             prune_step: prune::StepSize::new(),
+            wal,
             checkpointer: Some(checkpointer),
             file_lock,
         };

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::audit::AuditLog;
 use crate::batch::{self, OwnedBatch};
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, WalLimit};
 use crate::counters::{self, Table};
 use crate::lock::FileLock;
 use crate::prune::StepSize;
@@ -99,6 +99,8 @@ pub(crate) struct Worker {
     pub audit_log: AuditLog,
     /// The rows per prune statement (`prune.rs`).
     pub prune_step: StepSize,
+    /// This thread's own checkpoints, after its commits (`checkpoint.rs`).
+    pub wal: WalLimit,
     /// Checkpoints off this thread (`checkpoint.rs`); stopped, and its
     /// connection closed, before `file_lock` is released.
     pub checkpointer: Option<Checkpointer>,
@@ -320,6 +322,7 @@ impl Worker {
         }
         if body.is_ok() {
             audit_log.committed();
+            self.wal.committed(&self.conn);
             if let Some(checkpointer) = &self.checkpointer {
                 checkpointer.committed();
             }
@@ -466,6 +469,7 @@ mod tests {
         }
         jobs.try_send(Job::Close).unwrap();
         let written = Arc::new(AtomicU64::new(0));
+        let wal = WalLimit::watch(&conn, 1_000, Arc::default(), Duration::from_secs(1));
         let worker = Worker {
             conn,
             jobs: rx,
@@ -473,6 +477,7 @@ mod tests {
             audit_retention: Duration::from_secs(3600),
             audit_log: AuditLog::new(1, Arc::clone(&written)),
             prune_step: StepSize::new(),
+            wal,
             checkpointer: None,
             file_lock,
         };

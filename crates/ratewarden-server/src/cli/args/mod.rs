@@ -165,8 +165,10 @@ pub struct ServeArgs {
 
     /// SQLite: the WAL length, in pages of 4 KiB, at which the writer
     /// checkpoints it so that it starts over. Under steady writes the -wal
-    /// file grows to about this size; smaller pauses decisions (for the
-    /// checkpoint's fsyncs) more often [default: 50000, about 200 MB].
+    /// file grows to about this size, and never past twice it (plus one
+    /// transaction), where the writer waits for the checkpoint; smaller
+    /// pauses decisions (for the checkpoint's fsyncs) more often
+    /// [default: 50000, about 200 MB].
     #[arg(long, env = "RATEWARDEN_WAL_AUTOCHECKPOINT", value_name = "PAGES",
           value_parser = parse_wal_autocheckpoint, allow_negative_numbers = true)]
     pub wal_autocheckpoint: Option<u32>,
