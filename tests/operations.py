@@ -452,10 +452,10 @@ def refused_admin_attempts_are_counted_and_summarised(binary, tmp):
         assert not any("guess-" in line for line in logged), logged
         refused = sample(s.metrics(), "ratewarden_admin_refusals_total", reason="wrong")
         assert refused == 500, refused
-        # The burst stopped: its summary still comes, within a second of
-        # the 10-second interval's end (regression: it waited for the
-        # next refusal).
-        deadline = time.time() + 13
+        # The burst stopped: its summary still comes at the 10-second
+        # interval's end (regression: it waited for the next refusal, which
+        # never comes); the deadline only tells that from a busy machine.
+        deadline = time.time() + 40
         while not any("499 more" in line for line in s.text().splitlines()[lines_before:]):
             assert time.time() < deadline, s.text()[-2000:]
             time.sleep(0.2)

@@ -380,11 +380,16 @@ async fn a_batch_given_up_before_it_is_sent_is_never_charged() {
     let polled = std::future::poll_fn(|cx| Poll::Ready(caller.as_mut().poll(cx))).await;
     assert!(polled.is_pending(), "queued, waiting for its answer");
     drop(caller);
-    tokio::time::sleep(Duration::from_millis(100)).await; // the driver ran
-    assert_eq!(calls(&server, "fcall"), before, "nothing was sent");
-    assert!(ttls(&server, "").is_empty(), "no key was written");
+    // The driver sends batches in the order they were queued, so once the
+    // next one is answered the dropped one had its turn, however late the
+    // driver ran: one call, this one's, and the limit whole.
     let d = acquire(&store, &p, &key, T0, 1).await.unwrap();
     assert!(d.allowed() && d.remaining == 0, "the limit is whole: {d:?}");
+    assert_eq!(
+        calls(&server, "fcall"),
+        before + 1,
+        "the dropped batch was not sent"
+    );
 }
 
 #[tokio::test]
@@ -582,15 +587,13 @@ async fn a_dead_redis_fails_fast_after_a_few_calls_and_recovers() {
     // take far less than a pause, so there is one probe at most, unless
     // the machine stalls this loop: each pause it stalls for lets one more
     // through. Hence the number of probes is bounded by the time taken,
-    // and at least 40 calls fail fast (10 probes would need 9 stalls of a
-    // pause, 250 ms, in a loop of microseconds); without the breaker none
-    // would.
+    // not by a count that a stalled machine could miss; without the
+    // breaker every call would probe, in far less than 49 pauses.
     let pauses = took.as_nanos() / ratewarden_redis::BREAKER_PAUSE.as_nanos();
     assert!(
         u128::from(probes) <= 1 + pauses,
         "{probes} probes in {took:?}: more than one per pause"
     );
-    assert!(fast >= 40, "{fast} of 50 failed fast");
     // At once: together less than one call waiting for the timeout, where
     // the 50 calls would take 50 timeouts (500 s) without the breaker.
     assert!(
