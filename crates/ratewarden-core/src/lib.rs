@@ -47,4 +47,4 @@ pub use decision::{Decision, Outcome};
 pub use key::{Key, KeyError};
 pub use memory::MemoryStore;
 pub use quota::{Algorithm, Attempt, Mode, Policy, Quota, QuotaError, ceil_millis, ceil_secs};
-pub use store::{KeyMatch, Store, StoreError};
+pub use store::{AuditPruned, KeyMatch, Store, StoreError};
