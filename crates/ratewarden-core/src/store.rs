@@ -148,6 +148,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The most entries the store holds, for a store with such a bound
+    /// (the memory store: [`crate::MemoryStore::with_max_keys`]); `None`
+    /// otherwise (the default).
+    fn max_entries(&self) -> Option<u64> {
+        None
+    }
+
+    /// How many checks the store refused because it held its
+    /// [`Store::max_entries`] and the check would add one, since it was
+    /// made, for a store with such a bound; `None` otherwise (the default).
+    fn entries_refused(&self) -> Option<u64> {
+        None
+    }
+
     /// Finishes queued work and releases the store's resources (SQLite:
     /// checkpoint and close the file). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent; the default does nothing.
