@@ -188,6 +188,8 @@ def metrics_parse_and_move_with_traffic(binary, tmp):
         assert ("ratewarden_store_duration_seconds_bucket",
                 frozenset({"store": "memory", "le": "+Inf"}.items())) in after
         assert sample(after, "ratewarden_keys", store="memory") >= 2
+        assert sample(after, "ratewarden_keys_max", store="memory") == 2_000_000
+        assert sample(after, "ratewarden_keys_refused_total", store="memory") == 0
         assert sample(after, "ratewarden_build_info", version=version(binary)) == 1
         assert sample(after, "ratewarden_connections", state="open") >= 1
         for name in ("ratewarden_store_errors_total", "ratewarden_config_reloads_total"):
