@@ -188,6 +188,8 @@ def metrics_parse_and_move_with_traffic(binary, tmp):
         assert ("ratewarden_store_duration_seconds_bucket",
                 frozenset({"store": "memory", "le": "+Inf"}.items())) in after
         assert sample(after, "ratewarden_keys", store="memory") >= 2
+        assert sample(after, "ratewarden_keys_max", store="memory") == 2_000_000
+        assert sample(after, "ratewarden_keys_refused_total", store="memory") == 0
         assert sample(after, "ratewarden_build_info", version=version(binary)) == 1
         assert sample(after, "ratewarden_connections", state="open") >= 1
         for name in ("ratewarden_store_errors_total", "ratewarden_config_reloads_total"):
@@ -452,10 +454,10 @@ def refused_admin_attempts_are_counted_and_summarised(binary, tmp):
         assert not any("guess-" in line for line in logged), logged
         refused = sample(s.metrics(), "ratewarden_admin_refusals_total", reason="wrong")
         assert refused == 500, refused
-        # The burst stopped: its summary still comes, within a second of
-        # the 10-second interval's end (regression: it waited for the
-        # next refusal).
-        deadline = time.time() + 13
+        # The burst stopped: its summary still comes at the 10-second
+        # interval's end (regression: it waited for the next refusal, which
+        # never comes); the deadline only tells that from a busy machine.
+        deadline = time.time() + 40
         while not any("499 more" in line for line in s.text().splitlines()[lines_before:]):
             assert time.time() < deadline, s.text()[-2000:]
             time.sleep(0.2)

@@ -5,7 +5,9 @@
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ratewarden_bench::{keys, open_policy};
 use ratewarden_core::{
     Acquire, Algorithm, Attempt, Batch, Clock, MemoryStore, Policy, Store, SystemClock,
@@ -59,6 +61,32 @@ fn sqlite(c: &mut Criterion) {
     }
     group.finish();
     runtime.block_on(store.close());
+}
+
+/// A flood of new keys: each decision stores a key the store has not
+/// seen, so each takes room under the store's bound; 10,000 of them into
+/// a fresh store per iteration (making the store is not timed).
+fn memory_new_keys(c: &mut Criterion) {
+    let keys = keys(KEYS);
+    let mut group = c.benchmark_group("memory_new_keys");
+    group.throughput(Throughput::Elements(KEYS as u64));
+    for algorithm in [Algorithm::FixedWindow, Algorithm::Gcra] {
+        let policy = open_policy(algorithm);
+        group.bench_function(BenchmarkId::new(algorithm.as_str(), "10k new keys"), |b| {
+            b.iter_batched(
+                MemoryStore::new,
+                |store| {
+                    let now = SystemClock.now();
+                    for key in &keys {
+                        let _ = black_box(store.acquire_now(&policy, key, Attempt::one(now)));
+                    }
+                    store
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
 }
 
 /// A batch of three checks (one per policy: per key, per key on another
@@ -153,5 +181,12 @@ fn os_time() -> std::time::SystemTime {
     std::time::SystemTime::now()
 }
 
-criterion_group!(benches, memory, memory_batches, gcra_vs_governor, sqlite);
+criterion_group!(
+    benches,
+    memory,
+    memory_new_keys,
+    memory_batches,
+    gcra_vs_governor,
+    sqlite
+);
 criterion_main!(benches);

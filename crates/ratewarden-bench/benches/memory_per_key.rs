@@ -55,7 +55,9 @@ fn measure(algorithm: Algorithm) {
     let store = MemoryStore::new();
     let policy = open_policy(algorithm);
     for key in &keys {
-        store.acquire_now(&policy, key, Attempt::one(now));
+        store
+            .acquire_now(&policy, key, Attempt::one(now))
+            .expect("room for every key");
     }
     let after = resident_bytes().unwrap_or(before);
     assert_eq!(store.len(), KEYS);

@@ -51,7 +51,7 @@ pub struct PolicySpec {
 }
 
 /// The top-level keys, in documentation order.
-const SETTINGS: [&str; 26] = [
+const SETTINGS: [&str; 28] = [
     "listen",
     "grpc_listen",
     "envoy_config",
@@ -69,6 +69,8 @@ const SETTINGS: [&str; 26] = [
     "store_timeout_ms",
     "audit_retention",
     "audit_sample",
+    "audit_max_rows",
+    "max_keys",
     "wal_autocheckpoint",
     "max_body_bytes",
     "header_read_timeout",
@@ -174,6 +176,10 @@ impl ConfigFile {
                     overrides.audit_retention_secs = r.number(value, k, values::check_secs)
                 }
                 "audit_sample" => overrides.audit_sample = r.number(value, k, Ok),
+                "audit_max_rows" => {
+                    overrides.audit_max_rows = r.number(value, k, values::check_audit_max_rows)
+                }
+                "max_keys" => overrides.max_keys = r.number(value, k, values::check_max_keys),
                 "wal_autocheckpoint" => {
                     overrides.wal_autocheckpoint =
                         r.number(value, k, values::check_wal_autocheckpoint)

@@ -54,8 +54,8 @@ pub mod values;
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use file::{ConfigFile, PolicySpec};
 pub use settings::{
-    ADMIN_KEY_ENV, AdminKey, ConnectionLimits, KeySource, KeySourceKind, Overrides, SEED_POLICIES,
-    Settings, StoreConfig, StoreOptions, TimeSource,
+    ADMIN_KEY_ENV, AdminKey, ConnectionLimits, DEFAULT_AUDIT_MAX_ROWS, KeySource, KeySourceKind,
+    Overrides, SEED_POLICIES, Settings, StoreConfig, StoreOptions, TimeSource,
 };
 
 /// Checks `path` as `serve` would load it (with no flags or environment):

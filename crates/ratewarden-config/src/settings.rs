@@ -5,11 +5,13 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
+use ratewarden_core::memory::DEFAULT_MAX_KEYS;
 use ratewarden_core::{Algorithm, Policy, Quota};
 use ratewarden_limiter::{FailureMode, PolicyDef, PolicySet};
 use ratewarden_redis::RedisConfig;
@@ -58,6 +60,11 @@ pub struct StoreOptions {
     /// One audit-log row per this many allowed requests: 1 every one (the
     /// seed's behaviour, the default), 0 none.
     pub audit_sample: u64,
+    /// The most audit-log rows kept; past it the oldest are pruned
+    /// (stores with an audit log only).
+    pub audit_max_rows: u64,
+    /// The memory store's bound on keys.
+    pub max_keys: NonZeroU64,
     /// The SQLite store's WAL limit, in pages (`wal_autocheckpoint`);
     /// `None`: the store's default (50,000, about 200 MB).
     pub wal_autocheckpoint: Option<u32>,
@@ -67,11 +74,14 @@ pub struct StoreOptions {
 }
 
 impl Default for StoreOptions {
-    /// Seven days of audit log and 100 ms calls, as `serve`'s defaults.
+    /// `serve`'s defaults: seven days and at most 10,000,000 rows of audit
+    /// log, 2,000,000 keys in memory, 100 ms calls.
     fn default() -> StoreOptions {
         StoreOptions {
             audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
             audit_sample: 1,
+            audit_max_rows: DEFAULT_AUDIT_MAX_ROWS,
+            max_keys: DEFAULT_MAX_KEYS,
             wal_autocheckpoint: None,
             call_timeout: Duration::from_millis(100),
         }
@@ -208,6 +218,10 @@ pub struct Overrides {
     pub audit_retention_secs: Option<u64>,
     /// `audit_sample`: one audit row per this many allowed requests (0: none).
     pub audit_sample: Option<u64>,
+    /// `audit_max_rows`: the most audit rows kept.
+    pub audit_max_rows: Option<u64>,
+    /// `max_keys`: the memory store's bound on keys.
+    pub max_keys: Option<NonZeroU64>,
     /// `wal_autocheckpoint`: the SQLite WAL limit, in pages.
     pub wal_autocheckpoint: Option<u32>,
     /// `max_body_bytes`.
@@ -249,6 +263,8 @@ impl Overrides {
             store_timeout_ms: self.store_timeout_ms.or(lower.store_timeout_ms),
             audit_retention_secs: self.audit_retention_secs.or(lower.audit_retention_secs),
             audit_sample: self.audit_sample.or(lower.audit_sample),
+            audit_max_rows: self.audit_max_rows.or(lower.audit_max_rows),
+            max_keys: self.max_keys.or(lower.max_keys),
             wal_autocheckpoint: self.wal_autocheckpoint.or(lower.wal_autocheckpoint),
             max_body_bytes: self.max_body_bytes.or(lower.max_body_bytes),
             header_read_timeout_secs: self
@@ -311,6 +327,10 @@ pub struct Settings {
     /// Audit-log sampling: one row per this many allowed requests (1 every
     /// one, 0 none).
     pub audit_sample: u64,
+    /// The most audit-log rows kept (the oldest pruned first).
+    pub audit_max_rows: u64,
+    /// The memory store's bound on keys.
+    pub max_keys: NonZeroU64,
     /// The SQLite store's WAL limit, in pages; `None`: the store's default.
     pub wal_autocheckpoint: Option<u32>,
     /// Largest accepted request body, in bytes.
@@ -331,6 +351,11 @@ pub struct Settings {
 
 /// The defaults of every setting.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// `audit_max_rows`: about 1 GB of audit log (about 100 bytes a row with
+/// its index), which a flood of allowed requests reaches in minutes
+/// rather than filling the disk.
+pub const DEFAULT_AUDIT_MAX_ROWS: u64 = 10_000_000;
+
 const DEFAULT_DB: &str = "./ratewarden.db";
 
 impl Settings {
@@ -520,6 +545,8 @@ impl Settings {
                 admin_key,
                 audit_retention: Duration::from_secs(o.audit_retention_secs.unwrap_or(604_800)),
                 audit_sample: o.audit_sample.unwrap_or(1),
+                audit_max_rows: o.audit_max_rows.unwrap_or(DEFAULT_AUDIT_MAX_ROWS),
+                max_keys: o.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
                 wal_autocheckpoint: o.wal_autocheckpoint,
                 max_body_bytes: o.max_body_bytes.unwrap_or(16_384),
                 on_store_error,
@@ -543,6 +570,8 @@ impl Settings {
         StoreOptions {
             audit_retention: self.audit_retention,
             audit_sample: self.audit_sample,
+            audit_max_rows: self.audit_max_rows,
+            max_keys: self.max_keys,
             wal_autocheckpoint: self.wal_autocheckpoint,
             call_timeout: self.store_timeout,
         }
@@ -574,6 +603,8 @@ impl Settings {
             self.audit_retention != next.audit_retention,
         );
         differs("audit_sample", self.audit_sample != next.audit_sample);
+        differs("audit_max_rows", self.audit_max_rows != next.audit_max_rows);
+        differs("max_keys", self.max_keys != next.max_keys);
         differs(
             "wal_autocheckpoint",
             self.wal_autocheckpoint != next.wal_autocheckpoint,

@@ -4,6 +4,7 @@
 //! (the flag, or `FILE:LINE:COLUMN` and the key).
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -157,6 +158,34 @@ pub fn check_max_connections(n: u64) -> Result<usize, String> {
 /// every one (the seed's behaviour), `0` for none.
 pub fn parse_audit_sample(s: &str) -> Result<u64, String> {
     whole_number(s)
+}
+
+/// The memory store's bound on keys (`max_keys`): at least 1.
+pub fn parse_max_keys(s: &str) -> Result<NonZeroU64, String> {
+    check_max_keys(whole_number(s)?)
+}
+
+/// [`parse_max_keys`]'s range check on a number.
+pub fn check_max_keys(n: u64) -> Result<NonZeroU64, String> {
+    NonZeroU64::new(n).ok_or_else(|| "0 would refuse every new key: give at least 1".to_owned())
+}
+
+/// The audit log's bound on rows (`audit_max_rows`): at least 1 and at
+/// most 2^63 − 1 (SQLite's largest integer).
+pub fn parse_audit_max_rows(s: &str) -> Result<u64, String> {
+    check_audit_max_rows(whole_number(s)?)
+}
+
+/// [`parse_audit_max_rows`]'s range check on a number.
+pub fn check_audit_max_rows(n: u64) -> Result<u64, String> {
+    match n {
+        0 => Err(
+            "0 would keep no audit row: turn the audit log off with audit_sample 0 instead"
+                .to_owned(),
+        ),
+        n if n > i64::MAX as u64 => Err(format!("{n} is more than {}", i64::MAX)),
+        n => Ok(n),
+    }
 }
 
 /// The SQLite store's WAL limit in pages (`wal_autocheckpoint`): at least

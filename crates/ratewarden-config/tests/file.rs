@@ -484,3 +484,34 @@ fn check_config_lists_every_policy_or_every_error() {
     let err = check_config(&combo).unwrap_err().to_string();
     assert!(err.contains("trusted proxy"), "{err}");
 }
+
+#[test]
+fn the_stores_size_bounds_are_read_defaulted_and_checked() {
+    let file = parse("max_keys = 1000\naudit_max_rows = 50000\n").unwrap();
+    let s = Settings::resolve(Overrides::default(), Some(&file), None).unwrap();
+    assert_eq!((s.max_keys.get(), s.audit_max_rows), (1_000, 50_000));
+    let options = s.store_options();
+    assert_eq!(
+        (options.max_keys.get(), options.audit_max_rows),
+        (1_000, 50_000)
+    );
+    let defaults = Settings::resolve(Overrides::default(), None, None).unwrap();
+    assert_eq!(
+        (defaults.max_keys.get(), defaults.audit_max_rows),
+        (2_000_000, 10_000_000)
+    );
+    let errs = errors("max_keys = 0\naudit_max_rows = 0\n");
+    assert!(
+        errs[0].starts_with("rw.toml:1:12: max_keys: 0 would refuse every new key"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].starts_with("rw.toml:2:18: audit_max_rows: 0 would keep no audit row"),
+        "{errs:?}"
+    );
+    let errs = errors("audit_max_rows = 9223372036854775808\n");
+    assert!(
+        errs[0].contains("audit_max_rows: 9223372036854775808 is more than 9223372036854775807"),
+        "{errs:?}"
+    );
+}

@@ -45,6 +45,6 @@ pub use batch::{Acquire, Audit, Batch, Settlement};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use decision::{Decision, Outcome};
 pub use key::{Key, KeyError};
-pub use memory::MemoryStore;
+pub use memory::{MemoryError, MemoryStore, StoreFull};
 pub use quota::{Algorithm, Attempt, Mode, Policy, Quota, QuotaError, ceil_millis, ceil_secs};
-pub use store::{KeyMatch, Store, StoreError};
+pub use store::{AuditPruned, KeyMatch, Store, StoreError};

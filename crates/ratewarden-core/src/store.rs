@@ -85,7 +85,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Deletes `algorithm` state that no policy whose window is at most
     /// `longest_window` can still need at `now` (seed A: fixed windows
     /// older than two window lengths), plus audit entries past the store's
-    /// retention. Returns the number of entries deleted.
+    /// retention or its bound on rows. Returns the number of entries
+    /// deleted.
     ///
     /// Pass the longest window of all policies of that algorithm that share
     /// this store: a shorter one would delete live state of the others.
@@ -125,6 +126,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// How many audit-log rows the store has pruned since it was opened,
+    /// by reason, for a store that keeps an audit log; `None` otherwise
+    /// (the default).
+    fn audit_rows_pruned(&self) -> Option<AuditPruned> {
+        None
+    }
+
     /// How many bytes the store's data takes on disk now, for a store
     /// with local files (SQLite: the database and its write-ahead log);
     /// `None` otherwise (the default).
@@ -140,10 +148,34 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The most entries the store holds, for a store with such a bound
+    /// (the memory store: [`crate::MemoryStore::with_max_keys`]); `None`
+    /// otherwise (the default).
+    fn max_entries(&self) -> Option<u64> {
+        None
+    }
+
+    /// How many checks the store refused because it held its
+    /// [`Store::max_entries`] and the check would add one, since it was
+    /// made, for a store with such a bound; `None` otherwise (the default).
+    fn entries_refused(&self) -> Option<u64> {
+        None
+    }
+
     /// Finishes queued work and releases the store's resources (SQLite:
     /// checkpoint and close the file). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent; the default does nothing.
     async fn close(&self) {}
+}
+
+/// Audit-log rows pruned ([`Store::audit_rows_pruned`]), by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuditPruned {
+    /// Older than the store's retention.
+    pub retention: u64,
+    /// The oldest past the store's bound on rows, before their retention
+    /// ended.
+    pub size: u64,
 }
 
 /// Why a store could not answer. A denial is never an error.

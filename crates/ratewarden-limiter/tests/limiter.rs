@@ -241,3 +241,63 @@ async fn counts_follow_what_was_charged_and_shadow_denials_are_not_denied_keys()
     assert_eq!(top.len(), 1, "{top:?}");
     assert_eq!((top[0].policy.as_ref(), top[0].denied), ("global", 2));
 }
+
+/// At the memory store's bound a new key is a store failure: each
+/// policy's failure mode answers it (open: allowed, not counted; closed:
+/// refused), while the keys the store holds are decided exactly, and no
+/// live counter is dropped to make room.
+#[tokio::test]
+async fn a_full_memory_store_answers_new_keys_by_failure_mode_and_old_keys_exactly() {
+    let clock = ManualClock::new(Timestamp::from_unix_secs(T0));
+    let store = MemoryStore::new().with_max_keys(NonZeroU64::new(2).unwrap());
+    let limiter = Limiter::new(
+        Arc::new(store),
+        Arc::new(clock.clone()),
+        PolicySet::new([
+            def("open", Algorithm::FixedWindow, 2, FailureMode::Open),
+            def("closed", Algorithm::FixedWindow, 2, FailureMode::Closed),
+        ])
+        .unwrap(),
+    );
+    let (a, b, new) = (key("a"), key("b"), key("new"));
+    assert!(
+        limiter
+            .check(&[Check::one("open", &a)])
+            .await
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        limiter
+            .check(&[Check::one("closed", &b)])
+            .await
+            .unwrap()
+            .allowed
+    );
+    let out = limiter.check(&[Check::one("open", &new)]).await.unwrap();
+    assert!(out.allowed);
+    assert_eq!(out.results[0].basis, Basis::FailedOpen);
+    let refused = limiter.check(&[Check::one("closed", &new)]).await;
+    assert!(
+        matches!(&refused, Err(CheckError::Unavailable(e)) if e.to_string().contains("full")),
+        "{refused:?}"
+    );
+    // The keys held: one more each, then denied, as without the bound.
+    for (policy, k) in [("open", &a), ("closed", &b)] {
+        let out = limiter.check(&[Check::one(policy, k)]).await.unwrap();
+        assert_eq!((out.allowed, out.results[0].basis), (true, Basis::Counted));
+        assert!(
+            !limiter
+                .check(&[Check::one(policy, k)])
+                .await
+                .unwrap()
+                .allowed
+        );
+    }
+    assert_eq!(limiter.store().entries_refused(), Some(2));
+    assert_eq!(limiter.store().max_entries(), Some(2));
+    // Two windows on, the held keys have expired: new keys fit again.
+    clock.advance(Duration::from_secs(120));
+    let out = limiter.check(&[Check::one("closed", &new)]).await.unwrap();
+    assert_eq!((out.allowed, out.results[0].basis), (true, Basis::Counted));
+}

@@ -74,6 +74,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         admin_key = if settings.admin_key.is_some() { "set" } else { "unset: admin actions are refused" },
         audit_retention_secs = settings.audit_retention.as_secs(),
         audit_sample = settings.audit_sample,
+        audit_max_rows = settings.audit_max_rows,
+        max_keys = settings.max_keys,
         max_body_bytes = settings.max_body_bytes,
         header_read_timeout_secs = settings.connections.header_read_timeout.as_secs(),
         idle_timeout_secs = settings.connections.idle_timeout.as_secs(),

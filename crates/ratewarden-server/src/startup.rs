@@ -76,12 +76,15 @@ pub fn open_store(
     options: &StoreOptions,
 ) -> Result<OpenedStore, StartupError> {
     match config {
-        StoreConfig::Memory => Ok(OpenedStore::Memory(MemoryStore::new())),
+        StoreConfig::Memory => Ok(OpenedStore::Memory(
+            MemoryStore::new().with_max_keys(options.max_keys),
+        )),
         StoreConfig::Sqlite(path) => {
             let defaults = SqliteOptions::default();
             let options = SqliteOptions {
                 audit_retention: options.audit_retention,
                 audit_sample: options.audit_sample,
+                audit_max_rows: options.audit_max_rows,
                 wal_autocheckpoint: options
                     .wal_autocheckpoint
                     .unwrap_or(defaults.wal_autocheckpoint),

@@ -16,12 +16,28 @@
 //! committed. A passive checkpoint copies only what was committed when it
 //! began, and the WAL starts over from its beginning only once everything
 //! is copied, which a writer that never pauses never lets it reach: so the
-//! worker's own checkpoint stays, as SQLite's `wal_autocheckpoint`, at
-//! [`WRITER_CHECKPOINT_FRAMES`] by default (`SqliteOptions::wal_autocheckpoint`).
-//! When it runs, this thread has already copied nearly everything, and it
-//! lets the WAL start over: the WAL stays within about that many pages.
+//! worker checkpoints itself, as SQLite's `wal_autocheckpoint` would, once
+//! the WAL holds its limit of frames ([`WRITER_CHECKPOINT_FRAMES`] by
+//! default, `SqliteOptions::wal_autocheckpoint`). When it runs, this
+//! thread has already copied nearly everything, and it lets the WAL start
+//! over.
 //!
-//! That checkpoint is a pause of every decision whatever it copies: it
+//! That checkpoint is passive too, and only one checkpoint runs at a
+//! time: when the worker's attempt meets this thread's pass, it does
+//! nothing and the WAL grows on. How often that happens depends on the
+//! machine, not on the code: on a busy one, where this thread runs late
+//! and long, the WAL grew to many times its limit. So the limit is also a hard one, [`HARD_LIMIT_FACTOR`]
+//! times the setting ([`WalLimit`]): there the worker waits for its turn
+//! (this thread's pass, if one runs, ends first; the two take turns on one
+//! mutex) and runs a `RESTART` checkpoint, which copies what is left and
+//! waits, up to the busy timeout, for other processes' readers and
+//! writers, so that the next commit starts the WAL over. The `-wal` file
+//! thus never grows past twice the limit plus one transaction, however
+//! starved this thread is; only a reader of another process that keeps
+//! one snapshot open past the busy timeout can hold it longer (SQLite
+//! cannot start over a WAL that a reader still uses), which is logged.
+//!
+//! The worker's checkpoint is a pause of every decision whatever it copies: it
 //! `fsync`s the WAL and the database file, and the writer's first commit
 //! into the restarted WAL `fsync`s the WAL's new header (three `fsync`s,
 //! 5–25 ms on a busy disk; `perf trace` in BENCHMARKS.md). Any steady
@@ -54,12 +70,15 @@
 //! file each run such a thread; one checkpoint runs at a time, and a
 //! passive one that finds another running simply returns.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
+use rusqlite::hooks::Wal;
 
 use crate::lock::FileSync;
 
@@ -75,6 +94,146 @@ pub(crate) const FLUSH_FRAMES: u64 = 2_048;
 /// is 1,000): about 200 MB of 4 KiB pages.
 pub(crate) const WRITER_CHECKPOINT_FRAMES: u32 = 50_000;
 
+/// The hard limit of the WAL, as a multiple of the worker's own limit:
+/// there the worker waits for its turn to checkpoint ([`WalLimit`]).
+pub(crate) const HARD_LIMIT_FACTOR: u32 = 2;
+
+/// Whose turn it is to checkpoint: the background thread holds it for
+/// each pass, the worker for its own checkpoints (it waits for it only
+/// at the hard limit).
+pub(crate) type Turn = Arc<Mutex<()>>;
+
+thread_local! {
+    /// The WAL's length, in frames, after the last commit on this thread
+    /// (the worker's: its connection is the only one that writes), as
+    /// SQLite's WAL hook reports it; 0 once read.
+    static WAL_FRAMES: Cell<u32> = const { Cell::new(0) };
+}
+
+/// SQLite's WAL hook: notes the WAL's length after a commit.
+fn note_frames(_: &Wal, frames: c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.set(u32::try_from(frames).unwrap_or(0));
+    Ok(())
+}
+
+/// The worker's own checkpoints, after each commit: at the limit a
+/// passive one unless the background pass is running (what SQLite's
+/// `wal_autocheckpoint` does, which the WAL hook this installs replaces),
+/// at [`HARD_LIMIT_FACTOR`] times the limit one that waits for its turn
+/// (see the module docs).
+#[derive(Debug)]
+pub(crate) struct WalLimit {
+    limit_frames: u32,
+    hard_frames: u32,
+    turn: Turn,
+    /// How long a hard-limit checkpoint keeps trying while another
+    /// process's checkpoint, reader or writer is in its way.
+    patience: Duration,
+    /// Hard-limit checkpoints so far (each one a wait for the turn).
+    forced: Arc<AtomicU64>,
+    /// Whether the last hard-limit checkpoint could not finish (logged
+    /// once, and once more when one does).
+    blocked: bool,
+}
+
+impl WalLimit {
+    /// Watches the WAL of `conn` (the worker's connection; its commits
+    /// must run on the thread that then calls [`WalLimit::committed`]):
+    /// the worker checkpoints at `limit_frames` (at least 1) and takes
+    /// its `turn` at [`HARD_LIMIT_FACTOR`] times that.
+    pub(crate) fn watch(
+        conn: &Connection,
+        limit_frames: u32,
+        turn: Turn,
+        patience: Duration,
+    ) -> WalLimit {
+        conn.wal_hook(Some(note_frames));
+        let limit_frames = limit_frames.max(1);
+        WalLimit {
+            limit_frames,
+            hard_frames: limit_frames.saturating_mul(HARD_LIMIT_FACTOR),
+            turn,
+            patience,
+            forced: Arc::default(),
+            blocked: false,
+        }
+    }
+
+    /// How many hard-limit checkpoints the worker has run (or is waiting
+    /// to run).
+    #[cfg(test)]
+    pub(crate) fn forced(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.forced)
+    }
+
+    /// A transaction of `conn` committed: checkpoints when the WAL is at
+    /// its limit.
+    pub(crate) fn committed(&mut self, conn: &Connection) {
+        let frames = WAL_FRAMES.replace(0);
+        if frames < self.limit_frames {
+            return;
+        }
+        if frames < self.hard_frames {
+            // While the background pass runs, a checkpoint of ours would
+            // find SQLite's checkpoint lock taken and do nothing.
+            if let Ok(_turn) = self.turn.try_lock()
+                && let Err(e) = checkpoint(conn, "PASSIVE")
+            {
+                tracing::debug!(error = %e, "the writer's WAL checkpoint failed");
+            }
+            return;
+        }
+        self.forced.fetch_add(1, Ordering::Relaxed);
+        let turn = Arc::clone(&self.turn);
+        let _turn = turn.lock().unwrap_or_else(PoisonError::into_inner);
+        self.restart(conn, frames);
+    }
+
+    /// A `RESTART` checkpoint, tried again while another process's
+    /// checkpoint holds SQLite's checkpoint lock (which, unlike readers
+    /// and writers, it does not wait for), for [`WalLimit::patience`].
+    fn restart(&mut self, conn: &Connection, frames: u32) {
+        let deadline = Instant::now() + self.patience;
+        loop {
+            match checkpoint(conn, "RESTART") {
+                Ok(true) => {
+                    if self.blocked {
+                        tracing::info!("the WAL is checkpointed again and starts over");
+                    }
+                    self.blocked = false;
+                    return;
+                }
+                Ok(false) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Ok(false) => {
+                    if !self.blocked {
+                        tracing::warn!(
+                            frames,
+                            "the WAL is past twice its limit and cannot start over: another \
+                             process holds a read transaction or a checkpoint on the database; \
+                             it grows until that ends"
+                        );
+                    }
+                    self.blocked = true;
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, frames, "the writer's WAL checkpoint failed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `PRAGMA wal_checkpoint(mode)`: true when it finished, false when a
+/// checkpoint lock, reader or writer stopped it (SQLITE_BUSY).
+fn checkpoint(conn: &Connection, mode: &str) -> rusqlite::Result<bool> {
+    let busy: i64 = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| r.get(0))?;
+    Ok(busy == 0)
+}
+
 /// The background checkpointer. Dropping it ends the thread (after the
 /// checkpoint it may be running) and waits until its connection is closed.
 pub(crate) struct Checkpointer {
@@ -84,13 +243,18 @@ pub(crate) struct Checkpointer {
 
 impl Checkpointer {
     /// Starts the thread on `conn` (a connection of its own to the store's
-    /// file, in WAL mode), flushing the file through `file`.
-    pub(crate) fn start(conn: Connection, file: FileSync) -> std::io::Result<Checkpointer> {
+    /// file, in WAL mode), flushing the file through `file`, each pass in
+    /// its `turn`.
+    pub(crate) fn start(
+        conn: Connection,
+        file: FileSync,
+        turn: Turn,
+    ) -> std::io::Result<Checkpointer> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("ratewarden-sqlite-checkpoint".into())
-            .spawn(move || run(&conn, &file, &stopping))?;
+            .spawn(move || run(&conn, &file, &turn, &stopping))?;
         Ok(Checkpointer {
             stop,
             thread: Some(thread),
@@ -115,7 +279,7 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: &Connection, file: &FileSync, stop: &AtomicBool) {
+fn run(conn: &Connection, file: &FileSync, turn: &Mutex<()>, stop: &AtomicBool) {
     let mut copies = Copies::default();
     while !stop.load(Ordering::Acquire) {
         std::thread::park();
@@ -124,7 +288,11 @@ fn run(conn: &Connection, file: &FileSync, stop: &AtomicBool) {
         }
         // Busy (another checkpoint, or a writer restarting the WAL) is
         // not an error for a passive checkpoint: the next wake tries again.
-        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(2)) {
+        let pass = {
+            let _turn = turn.lock().unwrap_or_else(PoisonError::into_inner);
+            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(2))
+        };
+        match pass {
             Ok(copied) if copies.saw(copied) => {
                 // A failed flush leaves the writer's checkpoint more to do,
                 // and that checkpoint reports its own failure.
@@ -170,6 +338,71 @@ impl Copies {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The WAL's length in frames of 4 KiB pages, from its file's size
+    /// (which keeps its largest).
+    fn wal_frames(path: &std::path::Path) -> u64 {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let bytes = std::fs::metadata(wal).map_or(0, |m| m.len());
+        bytes.saturating_sub(32) / (24 + 4096)
+    }
+
+    /// The background pass holds the turn for as long as it likes (a
+    /// starved thread): the writer goes on to twice its limit, then waits
+    /// for the turn, and once it has it the WAL starts over; its file
+    /// never grew past twice the limit and one transaction.
+    #[test]
+    fn past_twice_its_limit_the_writer_waits_for_its_turn_and_the_wal_starts_over() {
+        const LIMIT: u32 = 100;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             CREATE TABLE t (x BLOB);",
+        )
+        .unwrap();
+        let turn = Turn::default();
+        let mut limit = WalLimit::watch(&conn, LIMIT, Arc::clone(&turn), Duration::from_secs(5));
+        let forced = limit.forced();
+        let pass = turn.lock().unwrap();
+        let writer = std::thread::spawn(move || {
+            // A row of most of a page per commit: a frame or two each.
+            for _ in 0..10 * LIMIT {
+                conn.execute("INSERT INTO t VALUES (randomblob(3000))", [])
+                    .unwrap();
+                limit.committed(&conn);
+            }
+            limit
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while forced.load(Ordering::Relaxed) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the writer never reached its hard limit"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // It is waiting for the turn (or about to): nothing more is
+        // committed until the pass ends.
+        let waiting = wal_frames(&path);
+        assert!(
+            (u64::from(2 * LIMIT)..=u64::from(2 * LIMIT) + 2).contains(&waiting),
+            "{waiting} frames when the writer stopped for its turn"
+        );
+        drop(pass);
+        let limit = writer.join().unwrap();
+        let most = wal_frames(&path);
+        assert!(
+            most <= u64::from(2 * LIMIT) + 2,
+            "the WAL grew to {most} frames"
+        );
+        // With no pass beside it any more, its checkpoints at the limit
+        // find the turn free and let the WAL start over.
+        assert_eq!(forced.load(Ordering::Relaxed), 1);
+        drop(limit);
+    }
 
     /// [`FLUSH_FRAMES`] as the pragma's column counts.
     const F: i64 = FLUSH_FRAMES as i64;

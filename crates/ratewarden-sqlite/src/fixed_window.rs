@@ -239,17 +239,3 @@ pub(crate) fn prune(
     )?;
     Ok(own + seed)
 }
-
-/// Deletes audit rows older than `retention`, at most `rows` of them.
-pub(crate) fn prune_audit(
-    conn: &Connection,
-    retention: Duration,
-    now: Timestamp,
-    rows: u64,
-) -> rusqlite::Result<u64> {
-    if now.as_unix_nanos() < ratewarden_core::clock::duration_nanos(retention) {
-        return Ok(0);
-    }
-    let cutoff = timefmt::nanos(now.saturating_sub(retention));
-    prune::some(conn, "api_calls", "rowid", "called_at < ?1", cutoff, rows)
-}

@@ -40,7 +40,8 @@
 //!   read-only check that a file is new or ratewarden's before any write.
 //! - `worker.rs`: the connection-owning thread, batching and savepoints.
 //! - `batch.rs`: one batch of checks, all or nothing.
-//! - `audit.rs`: the audit log's sampling and its count of rows.
+//! - `audit.rs`: the audit log's sampling, its count of rows, and its
+//!   pruning by age and by size.
 //! - `fixed_window.rs`, `sliding_log.rs`, `counters.rs` (sliding window
 //!   counter, GCRA): read, write, status, reset and prune per algorithm.
 //! - `prune.rs`: pruning in short steps (about 1 ms each: the rows per
@@ -71,14 +72,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ratewarden_core::{
-    Algorithm, Batch, Decision, Key, KeyMatch, Policy, Store, StoreError, Timestamp,
+    Algorithm, AuditPruned, Batch, Decision, Key, KeyMatch, Policy, Store, StoreError, Timestamp,
 };
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use audit::AuditLog;
 use batch::{OwnedBatch, OwnedItem};
-use checkpoint::Checkpointer;
+use checkpoint::{Checkpointer, WalLimit};
 use worker::{Job, Op, OwnedKeyMatch, Reply, Worker};
 
 /// Settings of a [`SqliteStore`].
@@ -90,6 +91,11 @@ pub struct SqliteOptions {
     /// How long `api_calls` rows are kept; pruning deletes older ones.
     /// Default 7 days.
     pub audit_retention: Duration,
+    /// The most `api_calls` rows kept: past it, the oldest are pruned
+    /// (with every prune, beside the retention), counted by
+    /// [`Store::audit_rows_pruned`]. Default 10,000,000 (about 1 GB);
+    /// at least 1.
+    pub audit_max_rows: u64,
     /// One `api_calls` row per this many allowed audited requests: 1 (the
     /// default) keeps every one, as seed A does; 0 keeps none. Sampling
     /// counts in this store's order of decisions.
@@ -104,11 +110,15 @@ pub struct SqliteOptions {
     /// over (SQLite's `wal_autocheckpoint`; `checkpoint.rs` says why the
     /// background checkpoints alone never let it). Under sustained writes
     /// the `-wal` file grows to about this size and stays there until the
-    /// store is closed; each such checkpoint pauses every decision for
-    /// its `fsync`s. Default 50,000 (about 200 MB), which keeps those
-    /// pauses out of the p99 (BENCHMARKS.md); smaller keeps the file
-    /// smaller and pauses more often. 0 is taken as 1 (SQLite's 0 would
-    /// let the WAL grow without bound).
+    /// store is closed; it never grows past twice this size plus one
+    /// transaction, where the writer waits for the background checkpoint
+    /// and checkpoints whatever runs beside it (unless another process
+    /// keeps a read transaction open past the busy timeout). Each such
+    /// checkpoint pauses every decision for its `fsync`s. Default 50,000
+    /// (about 200 MB), which keeps those pauses out of the p99
+    /// (BENCHMARKS.md); smaller keeps the file smaller and pauses more
+    /// often. 0 is taken as 1 (SQLite's 0 would let the WAL grow without
+    /// bound).
     pub wal_autocheckpoint: u32,
 }
 
@@ -118,6 +128,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
             audit_sample: 1,
+            audit_max_rows: 10_000_000,
             batch_max: 256,
             queue: 4096,
             wal_autocheckpoint: checkpoint::WRITER_CHECKPOINT_FRAMES,
@@ -169,6 +180,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// `api_calls` rows committed since open (the worker counts them).
     audit_rows: Arc<AtomicU64>,
+    /// `api_calls` rows pruned since open, by reason (the worker counts them).
+    audit_pruned: Arc<audit::Pruned>,
     jobs: mpsc::Sender<Job>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -212,12 +225,14 @@ impl SqliteStore {
         conn.set_prepared_statement_cache_capacity(32);
         schema::migrate(&mut conn)?;
         // Checkpoints run on a connection of their own; the worker's only
-        // past a cap (`checkpoint.rs`).
-        conn.pragma_update(
-            None,
-            "wal_autocheckpoint",
-            options.wal_autocheckpoint.max(1),
-        )?;
+        // past its limit (`checkpoint.rs`).
+        let turn = checkpoint::Turn::default();
+        let wal = WalLimit::watch(
+            &conn,
+            options.wal_autocheckpoint,
+            Arc::clone(&turn),
+            options.busy_timeout,
+        );
         let checkpoints = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -233,7 +248,7 @@ impl SqliteStore {
             drop(file_lock);
             return Err(SqliteError::Lock(e));
         }
-        let checkpointer = match Checkpointer::start(checkpoints, file_lock.sync()) {
+        let checkpointer = match Checkpointer::start(checkpoints, file_lock.sync(), turn) {
             Ok(checkpointer) => checkpointer,
             Err(e) => {
                 drop(conn);
@@ -243,13 +258,22 @@ impl SqliteStore {
         };
         let (tx, rx) = mpsc::channel(options.queue.max(1));
         let audit_rows = Arc::new(AtomicU64::new(0));
+        let audit_pruned = Arc::new(audit::Pruned::default());
+        let audit_max_rows = options.audit_max_rows.max(1);
         let worker = Worker {
             conn,
             jobs: rx,
             batch_max: options.batch_max.max(1),
             audit_retention: options.audit_retention,
-            audit_log: AuditLog::new(options.audit_sample, Arc::clone(&audit_rows)),
+            audit_max_rows,
+            audit_log: AuditLog::new(
+                options.audit_sample,
+                audit_max_rows,
+                Arc::clone(&audit_rows),
+                Arc::clone(&audit_pruned),
+            ),
             prune_step: prune::StepSize::new(),
+            wal,
             checkpointer: Some(checkpointer),
             file_lock,
         };
@@ -259,6 +283,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             path,
             audit_rows,
+            audit_pruned,
             jobs: tx,
             thread: Mutex::new(Some(thread)),
         })
@@ -394,6 +419,13 @@ impl Store for SqliteStore {
 
     fn audit_rows(&self) -> Option<u64> {
         Some(self.audit_rows.load(Ordering::Relaxed))
+    }
+
+    fn audit_rows_pruned(&self) -> Option<AuditPruned> {
+        Some(AuditPruned {
+            retention: self.audit_pruned.retention.load(Ordering::Relaxed),
+            size: self.audit_pruned.size.load(Ordering::Relaxed),
+        })
     }
 
     /// The database file and its write-ahead log, in bytes.

@@ -18,9 +18,9 @@ use ratewarden_core::{Algorithm, Decision, Key, KeyMatch, Policy, Timestamp};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::audit::AuditLog;
+use crate::audit::{self, AuditLog};
 use crate::batch::{self, OwnedBatch};
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, WalLimit};
 use crate::counters::{self, Table};
 use crate::lock::FileLock;
 use crate::prune::StepSize;
@@ -96,9 +96,13 @@ pub(crate) struct Worker {
     pub jobs: mpsc::Receiver<Job>,
     pub batch_max: usize,
     pub audit_retention: Duration,
+    /// The most audit rows kept.
+    pub audit_max_rows: u64,
     pub audit_log: AuditLog,
     /// The rows per prune statement (`prune.rs`).
     pub prune_step: StepSize,
+    /// This thread's own checkpoints, after its commits (`checkpoint.rs`).
+    pub wal: WalLimit,
     /// Checkpoints off this thread (`checkpoint.rs`); stopped, and its
     /// connection closed, before `file_lock` is released.
     pub checkpointer: Option<Checkpointer>,
@@ -288,6 +292,7 @@ impl Worker {
         let (conn, audit_log) = (&self.conn, &mut self.audit_log);
         let limits = Limits {
             audit_retention: self.audit_retention,
+            audit_max_rows: self.audit_max_rows,
             prune_rows: self.prune_step.rows(),
         };
         let begin = conn.prepare_cached("BEGIN IMMEDIATE")?.execute([]);
@@ -320,6 +325,7 @@ impl Worker {
         }
         if body.is_ok() {
             audit_log.committed();
+            self.wal.committed(&self.conn);
             if let Some(checkpointer) = &self.checkpointer {
                 checkpointer.committed();
             }
@@ -357,6 +363,8 @@ impl From<rusqlite::Error> for Failure {
 struct Limits {
     /// How long audit rows are kept.
     audit_retention: Duration,
+    /// The most audit rows kept.
+    audit_max_rows: u64,
     /// The most rows a prune statement deletes.
     prune_rows: u64,
 }
@@ -369,6 +377,7 @@ fn execute(
 ) -> rusqlite::Result<Reply> {
     let Limits {
         audit_retention,
+        audit_max_rows,
         prune_rows: rows,
     } = limits;
     Ok(match op {
@@ -389,15 +398,21 @@ fn execute(
             algorithm,
             longest_window,
             now,
-        } => Reply::Deleted(match algorithm {
-            Algorithm::FixedWindow => {
-                fixed_window::prune(conn, *longest_window, *now, rows)?
-                    + fixed_window::prune_audit(conn, audit_retention, *now, rows)?
-            }
-            Algorithm::SlidingLog => sliding_log::prune(conn, *longest_window, *now, rows)?,
-            Algorithm::SlidingWindow => counters::prune(conn, Table::SlidingWindow, *now, rows)?,
-            Algorithm::Gcra => counters::prune(conn, Table::Gcra, *now, rows)?,
-        }),
+        } => {
+            let state = match algorithm {
+                Algorithm::FixedWindow => fixed_window::prune(conn, *longest_window, *now, rows)?,
+                Algorithm::SlidingLog => sliding_log::prune(conn, *longest_window, *now, rows)?,
+                Algorithm::SlidingWindow => {
+                    counters::prune(conn, Table::SlidingWindow, *now, rows)?
+                }
+                Algorithm::Gcra => counters::prune(conn, Table::Gcra, *now, rows)?,
+            };
+            // With every algorithm's prune (`audit.rs` says why).
+            let expired = audit::prune_expired(conn, audit_retention, *now, rows)?;
+            let over = audit::prune_over(conn, audit_max_rows, rows)?;
+            audit_log.pruned(expired, over);
+            Reply::Deleted(state + expired + over)
+        }
     })
 }
 
@@ -466,13 +481,16 @@ mod tests {
         }
         jobs.try_send(Job::Close).unwrap();
         let written = Arc::new(AtomicU64::new(0));
+        let wal = WalLimit::watch(&conn, 1_000, Arc::default(), Duration::from_secs(1));
         let worker = Worker {
             conn,
             jobs: rx,
             batch_max: 256,
             audit_retention: Duration::from_secs(3600),
-            audit_log: AuditLog::new(1, Arc::clone(&written)),
+            audit_max_rows: 1_000,
+            audit_log: AuditLog::new(1, 1_000, Arc::clone(&written), Arc::default()),
             prune_step: StepSize::new(),
+            wal,
             checkpointer: None,
             file_lock,
         };

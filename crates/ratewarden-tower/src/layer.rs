@@ -146,8 +146,23 @@ impl RateLimitLayerBuilder {
     }
 
     /// The store (with [`RateLimitLayer::builder`]; default: a
-    /// [`MemoryStore`] of this layer's own). Share a Redis store to share
-    /// limits between instances.
+    /// [`MemoryStore`] of this layer's own, with room for
+    /// [`DEFAULT_MAX_KEYS`](ratewarden_core::memory::DEFAULT_MAX_KEYS)
+    /// keys). Share a Redis store to share limits between instances; pass
+    /// a memory store of another size to bound memory otherwise: at the
+    /// bound a new key follows its policy's failure mode (fail open: let
+    /// through uncounted; fail closed: 503), the keys held are decided
+    /// exactly.
+    ///
+    /// ```
+    /// use std::num::NonZeroU64;
+    /// use std::sync::Arc;
+    /// use ratewarden_tower::{MemoryStore, RateLimitLayer};
+    ///
+    /// let store = MemoryStore::new().with_max_keys(NonZeroU64::new(100_000).unwrap());
+    /// let builder = RateLimitLayer::builder().store(Arc::new(store));
+    /// # let _ = builder;
+    /// ```
     pub fn store(mut self, store: Arc<dyn Store>) -> RateLimitLayerBuilder {
         match &mut self.source {
             Source::New { store: s, .. } => *s = Some(store),

@@ -65,7 +65,11 @@
 //!   proxies the header is ignored.
 //! - Idle keys cost nothing forever: the memory store drops expired state
 //!   by itself, and about 1 % of decisions prune the store; there is no
-//!   `retain_recent()` to call.
+//!   `retain_recent()` to call. A flood of new keys cannot grow it without
+//!   bound either: it holds at most 2,000,000 keys
+//!   ([`MemoryStore::with_max_keys`] sets another bound), and at the bound
+//!   a new key follows its policy's failure mode while the keys held are
+//!   decided exactly.
 //! - A request without a key (no connection info, a key function that
 //!   finds no user) gets a clear, configurable answer ([`MissingKey`]),
 //!   never a panic or a 500.

@@ -2,19 +2,20 @@
 //! operations on one key's entry under the shard's lock.
 
 use std::hash::BuildHasher;
-use std::time::Duration;
 
 use hashbrown::HashTable;
 
-use super::compact_key::{CompactKey, Probe};
+use super::compact_key::CompactKey;
+use super::ctx::Ctx;
 use super::log::{LogEntry, drop_dead, log_decide, log_status, record};
+use super::room::{NoRoom, Room};
 use super::spaces::Spaces;
 use super::{Hasher, SWEEP_EVERY};
 use crate::algorithm::fixed_window::{self, FixedWindowState};
 use crate::algorithm::gcra::{self, GcraState};
 use crate::algorithm::sliding_log;
 use crate::algorithm::sliding_window::{self, SlidingWindowState};
-use crate::{Algorithm, Attempt, Decision, KeyMatch, Policy, Quota, Timestamp};
+use crate::{Algorithm, Attempt, Decision, KeyMatch, Policy, Timestamp};
 
 /// One algorithm's table: entries of (key, state), where each state knows
 /// its expiry.
@@ -75,95 +76,43 @@ impl Space {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Shard {
     /// By policy name.
     pub(super) spaces: Spaces,
     pub(super) ops: u32,
+    /// No entry expires before this instant (ns): the earliest expiry of
+    /// the entries the last sweep kept, lowered by every write since. A
+    /// sweep before it would find nothing to drop.
+    pub(super) soonest: u64,
 }
 
-/// What one operation needs to find its entry.
-pub(super) struct Ctx<'a> {
-    pub(super) hash: u64,
-    pub(super) key: &'a [u8],
-    /// `key`, ready to compare with stored keys.
-    pub(super) probe: Probe<'a>,
-    pub(super) hasher: &'a Hasher,
-    pub(super) quota: &'a Quota,
-}
-
-impl Ctx<'_> {
-    fn get<'t, S>(&self, table: &'t Table<S>) -> Option<&'t S> {
-        table
-            .find(self.hash, |(k, _)| self.probe.matches(k))
-            .map(|(_, s)| s)
-    }
-
-    /// Runs `decide` on the key's state (`None`: absent) and stores the
-    /// state it returns (`None`: leave as is), with one table lookup.
-    fn update<S: Copy>(
-        &self,
-        table: &mut Table<S>,
-        decide: impl FnOnce(Option<S>) -> (Decision, Option<S>),
-    ) -> Decision {
-        let hasher = self.hasher;
-        let entry = table.entry(
-            self.hash,
-            |(k, _)| self.probe.matches(k),
-            |(k, _)| hasher.hash_one(k.as_bytes()),
-        );
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(mut slot) => {
-                let (decision, next) = decide(Some(slot.get().1));
-                if let Some(next) = next {
-                    slot.get_mut().1 = next;
-                }
-                decision
-            }
-            hashbrown::hash_table::Entry::Vacant(slot) => {
-                let (decision, next) = decide(None);
-                if let Some(next) = next {
-                    slot.insert((CompactKey::new(self.key), next));
-                }
-                decision
-            }
-        }
-    }
-
-    /// Stores `state` as the key's state.
-    fn set<S: Copy>(&self, table: &mut Table<S>, state: S) {
-        self.update(table, |_| (NO_DECISION, Some(state)));
-    }
-
-    /// The key's sliding-log entry, created empty when absent.
-    fn log_entry<'t>(&self, table: &'t mut Table<LogEntry>) -> &'t mut LogEntry {
-        let hasher = self.hasher;
-        let entry = table.entry(
-            self.hash,
-            |(k, _)| self.probe.matches(k),
-            |(k, _)| hasher.hash_one(k.as_bytes()),
-        );
-        &mut entry
-            .or_insert_with(|| (CompactKey::new(self.key), LogEntry::default()))
-            .into_mut()
-            .1
-    }
-
-    fn remove<S>(&self, table: &mut Table<S>) {
-        if let Ok(entry) = table.find_entry(self.hash, |(k, _)| self.probe.matches(k)) {
-            entry.remove();
+impl Default for Shard {
+    fn default() -> Shard {
+        Shard {
+            spaces: Spaces::default(),
+            ops: 0,
+            soonest: u64::MAX,
         }
     }
 }
 
-/// A placeholder for [`Ctx::set`], whose decision nobody reads.
-const NO_DECISION: Decision = Decision {
-    outcome: crate::Outcome::Never,
-    limit: 0,
-    remaining: 0,
-    used: 0,
-    reset_after: Duration::ZERO,
-};
+/// Whether a batch item's entry exists: a new one needs room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Presence {
+    Held,
+    New,
+}
+
+impl Presence {
+    fn of<T>(state: Option<T>) -> Presence {
+        if state.is_some() {
+            Presence::Held
+        } else {
+            Presence::New
+        }
+    }
+}
 
 /// What a batch item writes once the batch is settled.
 #[derive(Debug, Clone, Copy)]
@@ -177,17 +126,19 @@ pub(super) enum Next {
 }
 
 impl Shard {
+    /// The entries of every table, counted (tests).
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.spaces.iter().map(Space::len).sum()
     }
 
     /// Counts an operation; every [`SWEEP_EVERY`] operations drops the
     /// shard's expired entries.
-    pub(super) fn tick(&mut self, now: Timestamp, hasher: &Hasher) {
+    pub(super) fn tick(&mut self, now: Timestamp, hasher: &Hasher, room: &Room) {
         self.ops += 1;
         if self.ops >= SWEEP_EVERY {
             self.ops = 0;
-            self.sweep(None, now, hasher);
+            self.sweep(None, now, hasher, room);
         }
     }
 
@@ -195,50 +146,48 @@ impl Shard {
         self.spaces.get(&policy.name)
     }
 
-    fn space_mut(&mut self, policy: &Policy) -> &mut Space {
-        self.spaces.get_or_insert(&policy.name)
-    }
-
     /// Decides and records one check, with one table lookup.
-    pub(super) fn acquire(&mut self, policy: &Policy, ctx: &Ctx<'_>, attempt: Attempt) -> Decision {
+    ///
+    /// # Errors
+    /// [`NoRoom`] when the key has no entry, the check would create one
+    /// and the store is at its bound; nothing changed then.
+    pub(super) fn acquire(
+        &mut self,
+        policy: &Policy,
+        ctx: &Ctx<'_>,
+        attempt: Attempt,
+    ) -> Result<Decision, NoRoom> {
         let w = ctx.quota.window_nanos();
-        let space = self.space_mut(policy);
+        let Shard {
+            spaces, soonest, ..
+        } = self;
+        let space = spaces.get_or_insert(&policy.name);
         match policy.algorithm {
-            Algorithm::FixedWindow => ctx.update(&mut space.fixed, |state| {
+            Algorithm::FixedWindow => ctx.update(&mut space.fixed, soonest, |state| {
                 let (d, next) = fixed_window::decide(state.map(|e| e.state), ctx.quota, attempt);
                 (d, next.map(|s| fixed_entry(s, w)))
             }),
-            Algorithm::SlidingWindow => ctx.update(&mut space.sliding, |state| {
+            Algorithm::SlidingWindow => ctx.update(&mut space.sliding, soonest, |state| {
                 let (d, next) = sliding_window::decide(state.map(|e| e.state), ctx.quota, attempt);
                 (d, next.map(|s| sliding_entry(s, w)))
             }),
-            Algorithm::Gcra => ctx.update(&mut space.gcra, |state| {
+            Algorithm::Gcra => ctx.update(&mut space.gcra, soonest, |state| {
                 let (d, next) =
                     gcra::decide(state.map(|tat| GcraState { tat }), ctx.quota, attempt);
                 (d, next.map(|s| s.tat))
             }),
-            Algorithm::SlidingLog => {
-                let entry = ctx.log_entry(&mut space.log);
-                drop_dead(entry, ctx.quota, attempt.now);
-                let decision = log_decide(entry, ctx.quota, attempt);
-                if decision.allowed() {
-                    record(entry, ctx.quota, attempt);
-                }
-                if entry.events.is_empty() {
-                    ctx.remove(&mut space.log);
-                }
-                decision
-            }
+            Algorithm::SlidingLog => ctx.log_acquire(&mut space.log, soonest, attempt),
         }
     }
 
-    /// A batch item's own decision and what it would write; changes nothing.
+    /// A batch item's own decision, what it would write and whether its
+    /// entry exists; changes nothing.
     pub(super) fn decide(
         &self,
         policy: &Policy,
         ctx: &Ctx<'_>,
         attempt: Attempt,
-    ) -> (Decision, Next) {
+    ) -> (Decision, Next, Presence) {
         let w = ctx.quota.window_nanos();
         let space = self.space(policy);
         match policy.algorithm {
@@ -248,6 +197,7 @@ impl Shard {
                 (
                     d,
                     next.map_or(Next::Nothing, |s| Next::Fixed(fixed_entry(s, w))),
+                    Presence::of(state),
                 )
             }
             Algorithm::SlidingWindow => {
@@ -256,6 +206,7 @@ impl Shard {
                 (
                     d,
                     next.map_or(Next::Nothing, |s| Next::Sliding(sliding_entry(s, w))),
+                    Presence::of(state),
                 )
             }
             Algorithm::Gcra => {
@@ -263,39 +214,46 @@ impl Shard {
                     .and_then(|s| ctx.get(&s.gcra))
                     .map(|&tat| GcraState { tat });
                 let (d, next) = gcra::decide(state, ctx.quota, attempt);
-                (d, next.map_or(Next::Nothing, |s| Next::Gcra(s.tat)))
-            }
-            Algorithm::SlidingLog => {
-                let empty = LogEntry::default();
-                let entry = space.and_then(|s| ctx.get(&s.log)).unwrap_or(&empty);
-                let d = log_decide(entry, ctx.quota, attempt);
                 (
                     d,
-                    if d.allowed() {
-                        Next::Record
-                    } else {
-                        Next::Nothing
-                    },
+                    next.map_or(Next::Nothing, |s| Next::Gcra(s.tat)),
+                    Presence::of(state),
                 )
+            }
+            Algorithm::SlidingLog => {
+                let held = space.and_then(|s| ctx.get(&s.log));
+                let empty = LogEntry::default();
+                let d = log_decide(held.unwrap_or(&empty), ctx.quota, attempt);
+                let next = if d.allowed() {
+                    Next::Record
+                } else {
+                    Next::Nothing
+                };
+                (d, next, Presence::of(held))
             }
         }
     }
 
-    /// Writes what [`Shard::decide`] returned.
+    /// Writes what [`Shard::decide`] returned (a new entry's room taken
+    /// before).
     pub(super) fn write(&mut self, policy: &Policy, ctx: &Ctx<'_>, attempt: Attempt, next: Next) {
         if matches!(next, Next::Nothing) {
             return;
         }
-        let space = self.space_mut(policy);
+        let Shard {
+            spaces, soonest, ..
+        } = self;
+        let space = spaces.get_or_insert(&policy.name);
         match next {
             Next::Nothing => {}
-            Next::Fixed(e) => ctx.set(&mut space.fixed, e),
-            Next::Sliding(e) => ctx.set(&mut space.sliding, e),
-            Next::Gcra(tat) => ctx.set(&mut space.gcra, tat),
+            Next::Fixed(e) => ctx.set(&mut space.fixed, soonest, e),
+            Next::Sliding(e) => ctx.set(&mut space.sliding, soonest, e),
+            Next::Gcra(tat) => ctx.set(&mut space.gcra, soonest, tat),
             Next::Record => {
                 let entry = ctx.log_entry(&mut space.log);
                 drop_dead(entry, ctx.quota, attempt.now);
                 record(entry, ctx.quota, attempt);
+                *soonest = (*soonest).min(entry.expires);
             }
         }
     }
@@ -328,31 +286,39 @@ impl Shard {
         }
     }
 
-    /// Deletes the selected keys of `policy`; returns how many held usage
-    /// at `now`.
-    pub(super) fn reset(&mut self, policy: &Policy, keys: KeyMatch<'_>, now: Timestamp) -> u64 {
+    /// Deletes the selected keys of `policy` (giving their room back);
+    /// returns how many held usage at `now`.
+    pub(super) fn reset(
+        &mut self,
+        policy: &Policy,
+        keys: KeyMatch<'_>,
+        now: Timestamp,
+        room: &Room,
+    ) -> u64 {
+        /// Drops the selected entries: (how many, how many were in use).
         fn drop_selected<S>(
             table: &mut Table<S>,
             keys: KeyMatch<'_>,
             in_use: impl Fn(&S) -> bool,
-        ) -> u64 {
+        ) -> (u64, u64) {
             let selected = |k: &CompactKey| match keys {
                 KeyMatch::Exactly(key) => k.as_bytes() == key.encoded(),
                 KeyMatch::StartingWith(prefix) => k.as_bytes().starts_with(prefix.encoded()),
             };
-            let mut live = 0;
+            let (mut dropped, mut live) = (0, 0);
             table.retain(|(k, s)| {
                 let drop = selected(k);
+                dropped += u64::from(drop);
                 live += u64::from(drop && in_use(s));
                 !drop
             });
-            live
+            (dropped, live)
         }
         let Some(space) = self.spaces.get_mut(&policy.name) else {
             return 0;
         };
         let quota = &policy.quota;
-        let live = match policy.algorithm {
+        let (dropped, live) = match policy.algorithm {
             Algorithm::FixedWindow => drop_selected(&mut space.fixed, keys, |e| {
                 fixed_window::in_use(e.state, quota, now)
             }),
@@ -368,6 +334,7 @@ impl Shard {
                 })
             }),
         };
+        room.give_back(dropped);
         if space.len() == 0 {
             self.spaces.drop_empty();
         }
@@ -375,16 +342,31 @@ impl Shard {
     }
 
     /// Drops entries expired at `now` (of one algorithm, or of all), and
-    /// the spaces left empty.
+    /// the spaces left empty, giving their room back; returns how many.
+    /// Nothing to do before [`Shard::soonest`].
     pub(super) fn sweep(
         &mut self,
         algorithm: Option<Algorithm>,
         now: Timestamp,
         hasher: &Hasher,
+        room: &Room,
     ) -> u64 {
-        fn expire_table<S: Expiring>(table: &mut Table<S>, now: u64, hasher: &Hasher) -> u64 {
+        /// Drops `table`'s expired entries (how many), lowering `soonest`
+        /// to the earliest expiry of those kept.
+        fn expire_table<S: Expiring>(
+            table: &mut Table<S>,
+            now: u64,
+            soonest: &mut u64,
+            hasher: &Hasher,
+        ) -> u64 {
             let before = table.len();
-            table.retain(|(_, s)| s.expires() > now);
+            table.retain(|(_, s)| {
+                let keep = s.expires() > now;
+                if keep {
+                    *soonest = (*soonest).min(s.expires());
+                }
+                keep
+            });
             // Give memory back after a burst of keys; entries are rehashed
             // with the same hasher that placed them.
             if table.capacity() > 64 && table.len() < table.capacity() / 4 {
@@ -393,23 +375,36 @@ impl Shard {
             (before - table.len()) as u64
         }
         let now = now.as_unix_nanos();
+        if now < self.soonest {
+            return 0;
+        }
         let wanted = |a: Algorithm| algorithm.is_none_or(|x| x == a);
+        // The earliest expiry of the entries kept.
+        let mut soonest = u64::MAX;
         let mut dropped = 0;
         for space in self.spaces.iter_mut() {
             if wanted(Algorithm::FixedWindow) {
-                dropped += expire_table(&mut space.fixed, now, hasher);
+                dropped += expire_table(&mut space.fixed, now, &mut soonest, hasher);
             }
             if wanted(Algorithm::SlidingWindow) {
-                dropped += expire_table(&mut space.sliding, now, hasher);
+                dropped += expire_table(&mut space.sliding, now, &mut soonest, hasher);
             }
             if wanted(Algorithm::Gcra) {
-                dropped += expire_table(&mut space.gcra, now, hasher);
+                dropped += expire_table(&mut space.gcra, now, &mut soonest, hasher);
             }
             if wanted(Algorithm::SlidingLog) {
-                dropped += expire_table(&mut space.log, now, hasher);
+                dropped += expire_table(&mut space.log, now, &mut soonest, hasher);
             }
         }
+        // A sweep of every table knows the earliest expiry exactly; one of
+        // a single algorithm leaves the others' expiries unknown, so the
+        // bound stays where it was (still a lower bound: nothing kept
+        // expires before it).
+        if algorithm.is_none() {
+            self.soonest = soonest;
+        }
         self.spaces.drop_empty();
+        room.give_back(dropped);
         dropped
     }
 }

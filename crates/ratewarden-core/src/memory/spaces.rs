@@ -63,7 +63,8 @@ impl Spaces {
         &mut self.list[i].1
     }
 
-    /// Every space, in no particular order.
+    /// Every space, in no particular order (tests).
+    #[cfg(test)]
     pub(super) fn iter(&self) -> impl Iterator<Item = &Space> {
         self.list.iter().map(|(_, s)| s)
     }

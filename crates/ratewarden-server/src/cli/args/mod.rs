@@ -7,15 +7,16 @@
 //! the value came from one).
 
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 use ratewarden_config::envoy::options::{LimitHeaders, parse_limit_headers, parse_max_descriptors};
 use ratewarden_config::values::{
-    parse_algorithm, parse_audit_sample, parse_body_limit, parse_grpc_listen, parse_limit,
-    parse_listen, parse_max_connections, parse_net, parse_secs, parse_store, parse_timeout_ms,
-    parse_timeout_secs, parse_wal_autocheckpoint, store_for_display,
+    parse_algorithm, parse_audit_max_rows, parse_audit_sample, parse_body_limit, parse_grpc_listen,
+    parse_limit, parse_listen, parse_max_connections, parse_max_keys, parse_net, parse_secs,
+    parse_store, parse_timeout_ms, parse_timeout_secs, parse_wal_autocheckpoint, store_for_display,
 };
 use ratewarden_config::{
     ConfigErrors, ConfigFile, KeySourceKind, Overrides, Settings, StoreConfig, TimeSource,
@@ -169,10 +170,28 @@ pub struct ServeArgs {
           value_parser = parse_audit_sample, allow_negative_numbers = true)]
     pub audit_sample: Option<u64>,
 
+    /// SQLite: the most audit-log rows kept; past it the oldest are
+    /// pruned (beside --audit-retention), counted in
+    /// ratewarden_audit_rows_pruned_total{reason="size"} [default:
+    /// 10000000, about 1 GB].
+    #[arg(long, env = "RATEWARDEN_AUDIT_MAX_ROWS", value_name = "ROWS",
+          value_parser = parse_audit_max_rows, allow_negative_numbers = true)]
+    pub audit_max_rows: Option<u64>,
+
+    /// Memory store: the most keys held (per policy and algorithm). At the
+    /// bound, expired keys are swept; if none has expired, a new key is a
+    /// store failure and --on-store-error (or the policy's own) decides,
+    /// while keys already held are decided exactly [default: 2000000].
+    #[arg(long, env = "RATEWARDEN_MAX_KEYS", value_name = "N",
+          value_parser = parse_max_keys, allow_negative_numbers = true)]
+    pub max_keys: Option<NonZeroU64>,
+
     /// SQLite: the WAL length, in pages of 4 KiB, at which the writer
     /// checkpoints it so that it starts over. Under steady writes the -wal
-    /// file grows to about this size; smaller pauses decisions (for the
-    /// checkpoint's fsyncs) more often [default: 50000, about 200 MB].
+    /// file grows to about this size, and never past twice it (plus one
+    /// transaction), where the writer waits for the checkpoint; smaller
+    /// pauses decisions (for the checkpoint's fsyncs) more often
+    /// [default: 50000, about 200 MB].
     #[arg(long, env = "RATEWARDEN_WAL_AUTOCHECKPOINT", value_name = "PAGES",
           value_parser = parse_wal_autocheckpoint, allow_negative_numbers = true)]
     pub wal_autocheckpoint: Option<u32>,
@@ -297,6 +316,8 @@ impl ServeArgs {
             store_timeout_ms: self.store_timeout_ms,
             audit_retention_secs: self.audit_retention,
             audit_sample: self.audit_sample,
+            audit_max_rows: self.audit_max_rows,
+            max_keys: self.max_keys,
             wal_autocheckpoint: self.wal_autocheckpoint,
             max_body_bytes: self.max_body_bytes,
             header_read_timeout_secs: self.header_read_timeout,

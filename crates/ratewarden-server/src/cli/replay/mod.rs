@@ -68,6 +68,7 @@ mod pipeline;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, IsTerminal, Read, Write};
+use std::num::NonZeroU64;
 
 use ratewarden_config::{StoreConfig, StoreOptions};
 use ratewarden_core::{Acquire, Attempt, Batch, Key, Policy, StoreError};
@@ -199,6 +200,8 @@ pub fn run(settings: &ReplaySettings) -> Result<(), ReplayError> {
     check_not_live(&settings.store, settings.live_store)?;
     let options = StoreOptions {
         call_timeout: settings.store_timeout,
+        // Offline, a trace's keys are the user's own: no bound but theirs.
+        max_keys: NonZeroU64::MAX,
         ..StoreOptions::default()
     };
     let store = open_store(&for_replay(&settings.store), &options)?;

@@ -111,6 +111,20 @@ fn describe() {
         "ratewarden_keys",
         "Entries (keys with state, per policy) the store holds, where it can tell (memory)."
     );
+    describe_gauge!(
+        "ratewarden_keys_max",
+        "The most entries the store holds (memory: --max-keys)."
+    );
+    describe_counter!(
+        "ratewarden_keys_refused_total",
+        "Checks refused because the store held its most entries and the check would add one \
+         (memory); each was answered by its policy's failure mode."
+    );
+    describe_counter!(
+        "ratewarden_audit_rows_pruned_total",
+        "Audit-log rows pruned, by reason (retention: past --audit-retention; size: the oldest \
+         past --audit-max-rows), where the store keeps one (SQLite)."
+    );
     describe_counter!(
         "ratewarden_audit_rows_total",
         "Audit-log rows (api_calls) the store wrote since the start, where it keeps one (SQLite)."
@@ -151,8 +165,10 @@ fn describe() {
 }
 
 /// The exposition, `text/plain; version=0.0.4`. Updates the series read
-/// at scrape time (`ratewarden_keys`, `ratewarden_audit_rows_total`,
-/// `ratewarden_log_lines_dropped_total`, `ratewarden_store_disk_bytes`)
+/// at scrape time (`ratewarden_keys`, `ratewarden_keys_max`,
+/// `ratewarden_keys_refused_total`, `ratewarden_audit_rows_total`,
+/// `ratewarden_audit_rows_pruned_total`, `ratewarden_log_lines_dropped_total`,
+/// `ratewarden_store_disk_bytes`)
 /// first.
 pub async fn handle(State(state): State<AppState>) -> Response {
     let Some(handle) = RECORDER.get().and_then(Option::as_ref) else {
@@ -162,6 +178,18 @@ pub async fn handle(State(state): State<AppState>) -> Response {
     let store = state.limiter.store().kind();
     if let Some(entries) = state.limiter.store_entries().await {
         metrics::gauge!("ratewarden_keys", "store" => store).set(entries as f64);
+    }
+    if let Some(max) = state.limiter.store().max_entries() {
+        metrics::gauge!("ratewarden_keys_max", "store" => store).set(max as f64);
+    }
+    if let Some(refused) = state.limiter.store().entries_refused() {
+        metrics::counter!("ratewarden_keys_refused_total", "store" => store).absolute(refused);
+    }
+    if let Some(pruned) = state.limiter.store().audit_rows_pruned() {
+        for (reason, rows) in [("retention", pruned.retention), ("size", pruned.size)] {
+            metrics::counter!("ratewarden_audit_rows_pruned_total", "store" => store, "reason" => reason)
+                .absolute(rows);
+        }
     }
     if let Some(rows) = state.limiter.store().audit_rows() {
         metrics::counter!("ratewarden_audit_rows_total", "store" => store).absolute(rows);
