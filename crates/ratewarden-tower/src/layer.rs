@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use crate::client_ip::TrustedProxies;
 use crate::policy::{BuildError, KeyFn, PolicyBuilder};
 use crate::render::{PROBLEM_JSON, denial, insert_outcome_headers, problem_json};
-use crate::request::{KeyProblem, RequestFacts, key_of, matches};
+use crate::request::{KeyProblem, RequestFacts, RequestPath, key_of, matches};
 
 /// The body of a response from a [`RateLimitService`]: your service's own
 /// body, or the layer's answer (a 429, a 503, the missing-key answer).
@@ -354,7 +354,8 @@ impl Shared {
     /// answer instead of the service's.
     async fn decide(&self, parts: &Parts) -> Result<Option<Outcome>, Response<Full<Bytes>>> {
         let set = self.limiter.policies();
-        let (method, path) = (parts.method.as_str(), parts.uri.path());
+        let method = parts.method.as_str();
+        let path = RequestPath::new(parts.uri.path());
         let mut applied: SmallVec<[(&Arc<PolicyDef>, Key); 2]> = SmallVec::new();
         let mut client_ip = None;
         for def in set.iter() {
@@ -370,8 +371,20 @@ impl Shared {
                 .iter()
                 .find(|(n, _)| n == def.name())
                 .map(|(_, f)| f);
-            if (def.key.is_empty() && key_fn.is_none()) || !matches(def, method, path) {
+            if def.key.is_empty() && key_fn.is_none() {
                 continue;
+            }
+            match matches(def, method, &path) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    return Err(self.missing_key(
+                        parts,
+                        def.name(),
+                        &KeyProblem::Path(e),
+                        StatusCode::BAD_REQUEST,
+                    ));
+                }
             }
             let key = match key_fn {
                 Some(f) => (f.0)(parts),
@@ -384,7 +397,7 @@ impl Shared {
                     };
                     let facts = RequestFacts {
                         method,
-                        path,
+                        path: &path,
                         query: parts.uri.query(),
                         headers: &parts.headers,
                         client_ip: ip,
@@ -395,8 +408,9 @@ impl Shared {
             match key {
                 Ok(key) => applied.push((def, key)),
                 // The client sent it: never "missing", never skipped, or a
-                // long header would escape every limit.
-                Err(problem @ KeyProblem::TooLong(_)) => {
+                // long header (or a path spelled to have no normal form)
+                // would escape every limit.
+                Err(problem) if problem.is_bad_request() => {
                     return Err(self.missing_key(
                         parts,
                         def.name(),
@@ -461,7 +475,15 @@ impl Shared {
             KeyProblem::TooLong(e) => {
                 format!("the request's key for policy '{policy}' is unusable: {e}")
             }
-            _ => format!("the request has no key for policy '{policy}': {problem}"),
+            KeyProblem::Path(e) => format!(
+                "the request's path has no single meaning, so policy '{policy}' cannot match it: {e}"
+            ),
+            KeyProblem::RepeatedParameter(_) => {
+                format!("the request's key for policy '{policy}' is ambiguous: {problem}")
+            }
+            KeyProblem::NoClientIp | KeyProblem::NoKey => {
+                format!("the request has no key for policy '{policy}': {problem}")
+            }
         };
         #[cfg(feature = "grpc")]
         if crate::grpc::is_grpc(parts) {
@@ -474,7 +496,9 @@ impl Shared {
         }
         let kind = match problem {
             KeyProblem::TooLong(_) => "key-too-long",
-            _ => "missing-key",
+            KeyProblem::Path(_) => "ambiguous-path",
+            KeyProblem::RepeatedParameter(_) => "ambiguous-query",
+            KeyProblem::NoClientIp | KeyProblem::NoKey => "missing-key",
         };
         problem_response(parts, status, kind, &detail, HeaderMap::new())
     }

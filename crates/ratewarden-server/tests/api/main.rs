@@ -8,6 +8,7 @@ mod authorize;
 mod concurrency;
 mod envoy;
 mod errors;
+mod forwarded_paths;
 mod helpers;
 mod keys;
 mod ping;
