@@ -5,6 +5,7 @@
 //! talks to it with `reqwest`.
 
 mod authorize;
+mod bodies;
 mod concurrency;
 mod envoy;
 mod errors;
