@@ -391,7 +391,7 @@ impl Shared {
                 None => {
                     // Read (and warned about) only when a policy keys by it.
                     let ip = if def.key.contains(&KeyPart::ClientIp) {
-                        *client_ip.get_or_insert_with(|| self.client_ip(parts))
+                        *client_ip.get_or_insert_with(|| self.client_ip(parts, def.name()))
                     } else {
                         None
                     };
@@ -452,14 +452,16 @@ impl Shared {
     /// `SocketAddr`, axum's `ConnectInfo<SocketAddr>`, tonic's
     /// `TcpConnectInfo`), behind trusted proxies the rightmost untrusted
     /// `X-Forwarded-For` hop.
-    fn client_ip(&self, parts: &Parts) -> Option<IpAddr> {
+    fn client_ip(&self, parts: &Parts, policy: &str) -> Option<IpAddr> {
         let peer = peer_addr(parts);
         if peer.is_none() && !self.warned_no_client_ip.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "a policy keys by client_ip but the request carries no peer address: serve axum \
-                 with into_make_service_with_connect_info::<SocketAddr>(), or insert a SocketAddr \
-                 into the request's extensions"
-            );
+            warn_once(&format!(
+                "policy '{policy}' keys by client_ip but requests carry no peer address, so each \
+                 one gets the MissingKey answer (400 by default): serve axum with \
+                 into_make_service_with_connect_info::<SocketAddr>() (tonic's server adds the peer \
+                 itself), or insert a SocketAddr into the request's extensions (logged once per \
+                 layer)"
+            ));
         }
         Some(self.trusted.client_ip(peer?, &parts.headers))
     }
@@ -501,6 +503,21 @@ impl Shared {
             KeyProblem::NoClientIp | KeyProblem::NoKey => "missing-key",
         };
         problem_response(parts, status, kind, &detail, HeaderMap::new())
+    }
+}
+
+/// Logs a misconfiguration at WARN through `tracing`, or, when the
+/// application installed no tracing subscriber (the quick start does not),
+/// on standard error: a service that answers 400 to every request must
+/// say why somewhere. A failed write is ignored, never a panic.
+fn warn_once(message: &str) {
+    let no_subscriber =
+        tracing::dispatcher::get_default(|d| d.is::<tracing::subscriber::NoSubscriber>());
+    if no_subscriber {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "WARN ratewarden_tower: {message}");
+    } else {
+        tracing::warn!("{message}");
     }
 }
 
