@@ -24,7 +24,16 @@ cases check that:
 - a path no policy matches always passes, without RateLimit headers;
 - the application's own 403 reaches the client as a 403 (nginx maps only
   ratewarden's 403 to a 429), and a request body reaches the application;
-- no refused request reached the application.
+- every spelling of a limited path (/%61pi/x, //api/x, /x/../api/x,
+  /api%2Fx, /api;p/x) counts against its one counter, and after the 429s
+  none reaches the application; spellings with no single meaning (an
+  encoded dot segment, a backslash, NUL) are refused and never reach it;
+- ratewarden reads each path of a corpus as nginx does (its $uri, from an
+  nginx of the test's own), or refuses it;
+- no refused request reached the application;
+- with ratewarden stopped, the configurations as shipped fail open (the
+  request, its body too, reaches the application) and without their
+  fail-open lines fail closed (nginx 500, Caddy 502).
 
     python3 tests/proxies.py --bin target/release/ratewarden \\
         --nginx /usr/sbin/nginx --caddy /usr/bin/caddy
@@ -46,6 +55,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -129,8 +139,19 @@ class Proxy:
             self.log.close()
 
 
-def render(template: str, directory: Path, values: dict) -> Path:
+# The fail-open lines of each template: removed, the configuration fails
+# closed.
+FAIL_OPEN = {
+    "nginx.conf.template": re.compile(r"\n *error_page 502 504 = @ratewarden_down;"),
+    "Caddyfile.template": re.compile(r"\n\t# Fail open:.*?\n\thandle_errors \{.*?\n\t\}", re.S),
+}
+
+
+def render(template: str, directory: Path, values: dict, fail_open=True) -> Path:
     text = (TEMPLATES / template).read_text()
+    if not fail_open:
+        text, removed = FAIL_OPEN[template].subn("", text)
+        assert removed == 1, f"{template}: the fail-open lines were not found"
     for name, value in values.items():
         text = text.replace("{{" + name + "}}", str(value))
     left = re.findall(r"\{\{\w+\}\}", text)
@@ -140,40 +161,42 @@ def render(template: str, directory: Path, values: dict) -> Path:
     return path
 
 
-def start_nginx(binary, tmp: Path, app_port, ratewarden_port) -> Proxy:
-    directory = tmp / "nginx"
+def start_nginx(binary, tmp: Path, app_port, ratewarden_port, fail_open=True) -> Proxy:
+    name = "nginx" if fail_open else "nginx-fail-closed"
+    directory = tmp / name
     directory.mkdir()
     # As root, nginx's workers run as nobody; they must reach the temp dirs.
     directory.chmod(0o755)
     port = free_port()
     conf = render("nginx.conf.template", directory, {
         "LISTEN": f"127.0.0.1:{port}", "APP": f"127.0.0.1:{app_port}",
-        "RATEWARDEN": f"127.0.0.1:{ratewarden_port}"})
-    return Proxy("nginx", [binary, "-p", f"{directory}/", "-e", str(directory / "error.log"),
-                           "-c", str(conf), "-g", "daemon off;"], port, directory)
+        "RATEWARDEN": f"127.0.0.1:{ratewarden_port}"}, fail_open)
+    return Proxy(name, [binary, "-p", f"{directory}/", "-e", str(directory / "error.log"),
+                        "-c", str(conf), "-g", "daemon off;"], port, directory)
 
 
-def start_caddy(binary, tmp: Path, app_port, ratewarden_port) -> Proxy:
-    directory = tmp / "caddy"
+def start_caddy(binary, tmp: Path, app_port, ratewarden_port, fail_open=True) -> Proxy:
+    name = "caddy" if fail_open else "caddy-fail-closed"
+    directory = tmp / name
     directory.mkdir()
     port = free_port()
     conf = render("Caddyfile.template", directory, {
         "PORT": port, "APP": f"127.0.0.1:{app_port}",
-        "RATEWARDEN": f"127.0.0.1:{ratewarden_port}", "DIR": directory})
+        "RATEWARDEN": f"127.0.0.1:{ratewarden_port}", "DIR": directory}, fail_open)
     env = dict(os.environ, HOME=str(directory), XDG_CONFIG_HOME=str(directory / "config"),
                XDG_DATA_HOME=str(directory / "data"))
-    return Proxy("caddy", [binary, "run", "--config", str(conf), "--adapter", "caddyfile"],
+    return Proxy(name, [binary, "run", "--config", str(conf), "--adapter", "caddyfile"],
                  port, directory, env=env)
 
 
 class Ratewarden:
-    """`ratewarden serve` with the policy, trusting only 127.0.0.1."""
+    """`ratewarden serve` with `policy` (POLICY), trusting only 127.0.0.1."""
 
-    def __init__(self, binary, tmp: Path):
+    def __init__(self, binary, tmp: Path, policy=POLICY, name="ratewarden"):
         self.port = free_port()
-        config = tmp / "ratewarden.toml"
-        config.write_text(POLICY)
-        self.log_path = tmp / "ratewarden.log"
+        config = tmp / f"{name}.toml"
+        config.write_text(policy)
+        self.log_path = tmp / f"{name}.log"
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--store", "memory",
@@ -202,7 +225,8 @@ class Ratewarden:
 
 class App:
     """The application behind the proxy: counts every request it gets by
-    (method, path) and answers 200 `upstream ok` (403 on */forbidden)."""
+    (method, request target as received) and answers 200 `upstream ok`
+    (403 on */forbidden)."""
 
     def __init__(self):
         self.seen = collections.Counter()
@@ -219,10 +243,13 @@ class App:
             def answer(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                # The target as received: http.server rewrites a leading
+                # `//` in self.path.
+                path = self.requestline.split(" ")[1]
                 with app.lock:
-                    app.seen[(self.command, self.path)] += 1
+                    app.seen[(self.command, path)] += 1
                     if body:
-                        app.bodies.append((self.path, body))
+                        app.bodies.append((path, body))
                 status, text = (403, b"app forbids") if self.path.endswith("/forbidden") \
                     else (200, b"upstream ok")
                 self.send_response(status)
@@ -417,6 +444,66 @@ def a_request_body_reaches_the_application(s: Setup):
                           f"wanted one of {len(body)} bytes"
 
 
+def every_spelling_of_a_limited_path_shares_one_counter(s: Setup):
+    client = "127.0.0.13"
+    for n, path in enumerate(["/%61pi/spelled", "//api/spelled", "/x/../api/spelled"]):
+        assert_allowed(s, s.request(client, path), f"{path} from {client}", left=LIMIT - 1 - n)
+    for path in ["/api/spelled", "/api%2Fspelled", "/api;v=1/spelled", "/./api//spelled",
+                 "/%61%70%69/spelled?x=1"]:
+        assert_refused(s, s.request(client, path), f"{path} from {client} after its {LIMIT}")
+
+
+# What a client may send after its 429s on /api/orders: "limited" is the
+# 429 of its one counter; "refused" a path with no single meaning (servers
+# read it differently), refused whoever sends it: ratewarden's 400 (a 500
+# behind nginx, whose auth_request turns any answer but 2xx, 401 and 403
+# into one) or nginx's own 400.
+SPELLINGS = [
+    ("/%61pi/orders", "limited"),
+    ("//api/orders", "limited"),
+    ("/x/../api/orders", "limited"),
+    ("/API/../api/./orders", "limited"),
+    ("/api%2Forders", "limited"),
+    ("/api%2forders", "limited"),
+    ("/%2Fapi/orders", "limited"),
+    ("/api;jsessionid=1/orders", "limited"),
+    ("/api/%2e%2e/api/orders", "refused"),
+    ("/api/.%2E/api/orders", "refused"),
+    ("/x/%2e%2e/api/orders", "refused"),
+    ("/api%2F..%2Fapi/orders", "refused"),
+    ("/api/..;/api/orders", "refused"),
+    ("/api%5C..%5Corders", "refused"),
+    ("/api\\..\\orders", "refused"),
+    ("/api/orders%00", "refused"),
+    ("/../api/orders", "refused"),
+]
+
+
+def assert_path_refused(s: Setup, a: Answer, what):
+    assert a.status in (400, 500), f"{s.name}: {what}: wanted a refusal (400, or 500 from " \
+                                   f"nginx's auth_request), got {a!r}"
+    assert a.body not in (b"upstream ok", b"app forbids"), f"{s.name}: {what}: reached the app"
+    if a.status == 400 and (a.header("Content-Type") or "").startswith("application/problem"):
+        detail = json.loads(a.body).get("detail", "")
+        assert "has no single meaning" in detail, f"{s.name}: {what}: {detail!r}"
+
+
+def after_the_limit_no_spelling_reaches_the_application(s: Setup):
+    client = "127.0.0.14"
+    use_up(s, client, "/api/orders")
+    for path, expected in SPELLINGS:
+        a = s.request(client, path)
+        what = f"{path} from {client} after its {LIMIT}"
+        if expected == "limited":
+            assert_refused(s, a, what)
+        else:
+            assert_path_refused(s, a, what)
+    # The refused spellings are refused before any limit too.
+    for path, expected in SPELLINGS:
+        if expected == "refused":
+            assert_path_refused(s, s.request("127.0.0.15", path), f"{path} from a new client")
+
+
 def no_refused_request_reached_the_application(s: Setup):
     with s.app.lock:
         seen = dict(s.app.seen)
@@ -433,8 +520,193 @@ CASES = [
     an_unmatched_path_always_passes,
     the_applications_own_403_is_not_a_denial,
     a_request_body_reaches_the_application,
+    every_spelling_of_a_limited_path_shares_one_counter,
+    after_the_limit_no_spelling_reaches_the_application,
     no_refused_request_reached_the_application,  # last: sums up the others
 ]
+
+
+# Paths whose $uri nginx and ratewarden's normal form (fully decoded) must
+# agree on; what nginx refuses (400), ratewarden must refuse too. No ';':
+# ratewarden drops segment parameters, nginx keeps them.
+NGINX_CORPUS = [
+    "/", "/api/orders", "/%61pi/orders", "//api//orders", "/x/../api/orders",
+    "/api/%2e%2e/api/x", "/a/.%2e/b", "/api%2Forders", "/api%2F..%2Fx", "/a%2F%2Fb",
+    "/a//../b", "/a/..//b", "/a/b/..", "/a/b/.", "/a/.", "/a/..", "/..", "/../x",
+    "/a/b/../../..", "/./a", "/.", "/.a", "/..a", "/a/...", "/a%2eb", "/%7e%7E", "/a%3Fb",
+    "/a%25b", "/a%252e%252e", "/a%20b", "/a%c3%a9", "/caf%C3%A9/x", "/a%ffb", "/a%3Ab%40c",
+    "/a%21%24%26%27%28%29%2A%2B%2C%3D", "/a%7Bb", "/a{b}", "/a%5Bb%5D", "/a[b]", "/a%22b",
+    "/a%00b", "/a%zz", "/a%", "/a%4", "/a%0db", "/a%5Cb", "/a\\b", "/a//", "//", "///",
+    "/a/b//c/./d/../e", "/a/b/%2e%2e/c", "/a|b^c", "/~user/x",
+]
+
+NEVER = """\
+[[policies]]
+name = "never"
+algorithm = "fixed_window"
+limit = 0
+window = "1h"
+key = ["literal:all"]
+match = { path = "*" }
+"""
+
+
+def ratewarden_reads_paths_as_nginx_does(nginx_binary, binary, tmp: Path) -> None:
+    """Each path of NGINX_CORPUS through an nginx answering its `$uri`, and
+    to a ratewarden whose one policy (limit 0, on every path) denies every
+    request, naming the path it matched in the problem's `instance`."""
+    directory = tmp / "nginx-uri"
+    directory.mkdir()
+    directory.chmod(0o755)
+    port = free_port()
+    conf = directory / "nginx.conf"
+    conf.write_text(f"""
+worker_processes 1;
+pid nginx.pid;
+error_log error.log notice;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path client_body; proxy_temp_path proxy; fastcgi_temp_path fastcgi;
+    uwsgi_temp_path uwsgi; scgi_temp_path scgi;
+    server {{ listen 127.0.0.1:{port}; location / {{ return 200 "$uri"; }} }}
+}}
+""")
+    nginx = Proxy("nginx-uri", [nginx_binary, "-p", f"{directory}/", "-e",
+                                str(directory / "error.log"), "-c", str(conf), "-g", "daemon off;"],
+                  port, directory)
+    never = None
+    try:
+        never = Ratewarden(binary, tmp, policy=NEVER, name="ratewarden-never")
+        disagreements = []
+        for path in NGINX_CORPUS:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                uri = r.read() if r.status == 200 else None
+            finally:
+                c.close()
+            c = http.client.HTTPConnection("127.0.0.1", never.port, timeout=TIMEOUT)
+            try:
+                c.request("GET", "/v1/authorize", headers={"X-Forwarded-Uri": path})
+                r = c.getresponse()
+                body = r.read()
+            finally:
+                c.close()
+            if r.status == 429:
+                ours = urllib.parse.unquote_to_bytes(json.loads(body)["instance"])
+            else:
+                assert r.status == 400, f"{path}: ratewarden answered {r.status} {body!r}"
+                ours = None
+            if ours is not None and ours != uri:
+                disagreements.append(f"{path}: nginx {uri!r}, ratewarden {ours!r}")
+        assert not disagreements, "\n".join(disagreements)
+    finally:
+        if never is not None:
+            never.stop()
+        nginx.stop()
+
+
+def with_ratewarden_stopped(name, start, proxy_binary, tmp: Path, app: App,
+                            ratewarden: Ratewarden, proxy: Proxy) -> None:
+    """The configuration as shipped fails open when ratewarden cannot be
+    reached; without its fail-open lines it fails closed."""
+    closed = start(proxy_binary, tmp, app.port, ratewarden.port, fail_open=False)
+    try:
+        shipped, without = Setup(name, proxy, app), Setup(f"{name} without", closed, app)
+        assert_allowed(without, without.request("127.0.0.20", "/api/up"),
+                       "GET /api/up while ratewarden runs", left=LIMIT - 1)
+        ratewarden.stop()
+        for client, path in [("127.0.0.21", "/api/down"), ("127.0.0.21", "/api/down"),
+                             ("127.0.0.22", "/health")]:
+            a = shipped.request(client, path)
+            assert_allowed(shipped, a, f"{path} with ratewarden stopped")
+            present = [h for h in RATE_LIMIT_HEADERS if a.header(h) is not None]
+            assert not present, f"{name}: unchecked, yet {present}: {a!r}"
+        body = b'{"order": "while down"}'
+        a = shipped.request("127.0.0.21", "/api/down-post", method="POST", body=body,
+                            headers={"Content-Type": "application/json"})
+        assert_allowed(shipped, a, "POST /api/down-post with ratewarden stopped")
+        with app.lock:
+            got = [b for p, b in app.bodies if p == "/api/down-post"]
+        assert got == [body], f"{name}: the application got {got!r} with ratewarden stopped"
+        wanted = 500 if name == "nginx" else 502
+        for path in ["/api/closed", "/health-closed"]:
+            a = without.request("127.0.0.23", path)
+            assert a.status == wanted, f"{name} without the fail-open lines: {path}: " \
+                                       f"wanted {wanted}, got {a!r}"
+            assert app.count("GET", path) == 0, f"{name}: {path} reached the application"
+    finally:
+        closed.stop()
+
+
+# What the documents write for the templates' placeholders, and for the
+# upstream names the README's shorter nginx excerpt spells out.
+DOCUMENTED = {
+    "nginx.conf.template": {"{{LISTEN}}": "80", "{{APP}}": "127.0.0.1:9000",
+                            "{{RATEWARDEN}}": "127.0.0.1:8080",
+                            "http://app;": "http://127.0.0.1:9000;",
+                            "http://ratewarden/": "http://127.0.0.1:8080/"},
+    "Caddyfile.template": {"http://127.0.0.1:{{PORT}}": "example.com",
+                           "{{APP}}": "127.0.0.1:9000", "{{RATEWARDEN}}": "127.0.0.1:8080"},
+}
+MARKER = {"nginx.conf.template": "auth_request /_ratewarden;",
+          "Caddyfile.template": "rewrite /v1/authorize"}
+
+
+def config_lines(text: str, replacements=None) -> list:
+    """The lines of a configuration as compared: placeholders and upstream
+    names replaced, comments and blank lines dropped, spaces collapsed."""
+    for old, new in (replacements or {}).items():
+        text = text.replace(old, new)
+    lines = []
+    for line in text.splitlines():
+        line = re.sub(r"\s+#.*$", "", line)
+        line = " ".join(line.split())
+        if line and not line.startswith("#"):
+            lines.append(line)
+    return lines
+
+
+def indented_blocks(markdown: str) -> list:
+    """The indented code blocks of a Markdown text, dedented by 4."""
+    blocks, current = [], []
+    for line in markdown.splitlines() + [""]:
+        if line.startswith("    ") or (current and not line.strip()):
+            current.append(line[4:])
+        else:
+            if any(l.strip() for l in current):
+                blocks.append("\n".join(current))
+            current = []
+    return blocks
+
+
+def documented_configurations_are_the_tested_ones() -> None:
+    """Every nginx and Caddy configuration quoted in README.md and
+    docs/forward-auth.md is the template's lines, in order (excerpts may
+    leave lines out, never add or change one)."""
+    problems = []
+    for doc in (HERE.parent / "README.md", HERE.parent / "docs" / "forward-auth.md"):
+        blocks = indented_blocks(doc.read_text())
+        for template, marker in MARKER.items():
+            quoted = [b for b in blocks if marker in b]
+            if not quoted:
+                problems.append(f"{doc.name}: no {template} configuration found")
+            expected = config_lines((TEMPLATES / template).read_text(), DOCUMENTED[template])
+            for block in quoted:
+                # The README's nginx excerpt names the upstreams by address.
+                lines = config_lines(block, {k: v for k, v in DOCUMENTED[template].items()
+                                             if not k.startswith("{{")})
+                at = 0
+                for line in lines:
+                    try:
+                        at = expected.index(line, at) + 1
+                    except ValueError:
+                        problems.append(f"{doc.name}: {template}: '{line}' is not in the "
+                                        f"tested configuration (or not in its order)")
+                        break
+    assert not problems, "\n".join(problems)
 
 
 def run_proxy(name, start, proxy_binary, binary, only) -> int:
@@ -452,7 +724,11 @@ def run_proxy(name, start, proxy_binary, binary, only) -> int:
                 traceback.print_exc()
                 return 1
             setup = Setup(name, proxy, app)
-            for case in CASES:
+            phases = list(CASES)
+            if name == "nginx":
+                phases.append(ratewarden_reads_paths_as_nginx_does)
+            phases.append(with_ratewarden_stopped)  # last: stops ratewarden
+            for case in phases:
                 if only and only not in case.__name__:
                     continue
                 # Every case counts in POLICY's fixed window, whose count
@@ -460,7 +736,12 @@ def run_proxy(name, start, proxy_binary, binary, only) -> int:
                 avoid_window_edge(WINDOW_SECS, CASE_SECS)
                 started = time.time()
                 try:
-                    case(setup)
+                    if case is ratewarden_reads_paths_as_nginx_does:
+                        case(proxy_binary, binary, tmp)
+                    elif case is with_ratewarden_stopped:
+                        case(name, start, proxy_binary, tmp, app, ratewarden, proxy)
+                    else:
+                        case(setup)
                     print(f"ok   {name}: {case.__name__} ({time.time() - started:.1f} s)", flush=True)
                 except Exception:  # noqa: BLE001 - every failure is reported
                     failures += 1
@@ -488,7 +769,16 @@ def main() -> int:
     parser.add_argument("--caddy", required=True, help="the caddy binary")
     parser.add_argument("--only", help="run the cases whose name contains this")
     args = parser.parse_args()
-    failures = run_proxy("nginx", start_nginx, args.nginx, args.bin, args.only)
+    failures = 0
+    if not args.only or args.only in "documented_configurations_are_the_tested_ones":
+        try:
+            documented_configurations_are_the_tested_ones()
+            print("ok   documented_configurations_are_the_tested_ones", flush=True)
+        except AssertionError:
+            failures += 1
+            print("FAIL documented_configurations_are_the_tested_ones", flush=True)
+            traceback.print_exc()
+    failures += run_proxy("nginx", start_nginx, args.nginx, args.bin, args.only)
     failures += run_proxy("caddy", start_caddy, args.caddy, args.bin, args.only)
     print(f"{failures} failed" if failures else "all proxies cases passed", flush=True)
     return 1 if failures else 0

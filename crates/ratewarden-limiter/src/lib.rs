@@ -33,6 +33,8 @@
 //! # Layout
 //! - `policy.rs`: [`PolicyDef`], [`PolicySet`], [`FailureMode`],
 //!   [`KeyPart`], [`RequestMatch`] and [`PathPattern`].
+//! - `path.rs`: [`normalise_path`], the one spelling of a request's path
+//!   that `match.path` and the `path` key part read, and [`PathError`].
 //! - `limiter.rs`: [`Limiter`], [`Check`], [`Outcome`], [`CheckResult`],
 //!   [`Status`], [`CheckError`].
 //! - `prune.rs`: [`Pruner`], the background deletion of expired state.
@@ -64,6 +66,7 @@ pub mod fields;
 mod limiter;
 pub mod log;
 mod meters;
+mod path;
 mod policy;
 mod prune;
 
@@ -71,6 +74,7 @@ pub use limiter::{
     Basis, Check, CheckError, CheckResult, Limiter, Outcome, PolicyRef, STORE_ERROR_SUMMARY, Status,
 };
 pub use log::{LogSummary, for_log};
+pub use path::{PathError, normalise_path};
 pub use policy::{
     Changes, DuplicatePolicy, FailureMode, KeyPart, PathPattern, PolicyDef, PolicySet,
     RequestMatch, check_method, check_policy_name,

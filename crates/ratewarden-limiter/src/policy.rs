@@ -3,6 +3,7 @@
 //! request becomes its key, which requests it applies to) and the
 //! [`PolicySet`] of all of them, looked up by name.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratewarden_core::{Algorithm, Policy};
+
+use crate::path::normalise_path;
 
 /// What a decision does when the store cannot answer (a transient error:
 /// down, timed out, busy).
@@ -134,25 +137,57 @@ pub fn check_method(m: &str) -> Result<&str, String> {
 /// A path pattern: `*` matches any run of characters, `/` included; every
 /// other character matches itself. `/api/*` matches `/api/x` and
 /// `/api/x/y` but not `/api`.
+///
+/// Paths are matched in their normal form ([`normalise_path`]), so a
+/// pattern is held in that form too: `/%61pi/*` is `/api/*`, `/café` is
+/// `/caf%C3%A9`, `/a//b` is `/a/b`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PathPattern(String);
 
 impl PathPattern {
-    /// A pattern; it must start with `/` or be `*`.
+    /// A pattern, in its normal form; it must start with `/` or `*`.
     ///
     /// # Errors
-    /// A message naming the pattern when it does not start with `/`.
+    /// A message naming the pattern when it does not start with `/` or
+    /// `*`, or holds what no normal path holds: a `.` or `..` segment, a
+    /// `;` (paths are matched without their `;` parameters), or what
+    /// [`normalise_path`] refuses (a backslash, a control character, a
+    /// malformed escape).
     pub fn new(pattern: &str) -> Result<PathPattern, String> {
-        if pattern.starts_with('/') || pattern.starts_with('*') {
-            Ok(PathPattern(pattern.to_owned()))
-        } else {
-            Err(format!(
-                "the path pattern '{pattern}' must start with '/' or '*'"
-            ))
+        let rooted = match pattern.as_bytes().first() {
+            Some(b'/') => Cow::Borrowed(pattern),
+            // A leading `*` stands for the root too: normalised as `/*…`.
+            Some(b'*') => Cow::Owned(format!("/{pattern}")),
+            _ => {
+                return Err(format!(
+                    "the path pattern '{pattern}' must start with '/' or '*'"
+                ));
+            }
+        };
+        if rooted.contains(';') {
+            return Err(format!(
+                "the path pattern '{pattern}' holds ';': paths are matched without their ';' \
+                 parameters (/login;jsessionid=1 is /login)"
+            ));
         }
+        if rooted.split('/').any(|s| s == "." || s == "..") {
+            return Err(format!(
+                "the path pattern '{pattern}' holds a '.' or '..' segment: paths are matched with \
+                 their dot segments removed, so write the path it leads to"
+            ));
+        }
+        let normal = normalise_path(&rooted)
+            .map_err(|e| format!("the path pattern '{pattern}' can never match: {e}"))?;
+        let normal = if pattern.starts_with('*') {
+            normal[1..].to_owned()
+        } else {
+            normal.into_owned()
+        };
+        Ok(PathPattern(normal))
     }
 
-    /// The pattern as written.
+    /// The pattern in its normal form (as written, unless it was spelled
+    /// otherwise: `/%61pi/*` is `/api/*`).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -374,6 +409,47 @@ mod tests {
         assert!(ab.matches("/abb") && ab.matches("/axbyb") && !ab.matches("/ab"));
         assert!(PathPattern::new("*").unwrap().matches(""));
         assert!(PathPattern::new("api/*").is_err());
+    }
+
+    #[test]
+    fn patterns_are_held_in_the_normal_form_paths_are_matched_in() {
+        for (written, normal) in [
+            ("/api/*", "/api/*"),
+            ("/%61pi/*", "/api/*"),
+            ("//api//*", "/api/*"),
+            ("/caf\u{e9}/*", "/caf%C3%A9/*"),
+            ("/caf%c3%a9/*", "/caf%C3%A9/*"),
+            ("/a%2Fb", "/a/b"),
+            ("*", "*"),
+            ("*.json", "*.json"),
+            ("*//x", "*/x"),
+            ("/", "/"),
+        ] {
+            assert_eq!(
+                PathPattern::new(written).unwrap().as_str(),
+                normal,
+                "{written}"
+            );
+        }
+        let caf = PathPattern::new("/caf\u{e9}/*").unwrap();
+        assert!(caf.matches("/caf%C3%A9/menu"));
+    }
+
+    #[test]
+    fn patterns_no_normal_path_can_match_are_refused_with_the_reason() {
+        for (pattern, reason) in [
+            ("/login;x", "';'"),
+            ("/api/../admin", "dot segment"),
+            ("/api/./x", "dot segment"),
+            ("*/..", "dot segment"),
+            ("/a\\b", "backslash"),
+            ("/a%zz", "%XX"),
+            ("/a/%2e%2e/b", "encoded dot segment"),
+            ("/a%00", "control character"),
+        ] {
+            let e = PathPattern::new(pattern).unwrap_err();
+            assert!(e.contains(pattern) && e.contains(reason), "{pattern}: {e}");
+        }
     }
 
     #[test]

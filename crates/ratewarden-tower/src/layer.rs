@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use crate::client_ip::TrustedProxies;
 use crate::policy::{BuildError, KeyFn, PolicyBuilder};
 use crate::render::{PROBLEM_JSON, denial, insert_outcome_headers, problem_json};
-use crate::request::{KeyProblem, RequestFacts, key_of, matches};
+use crate::request::{KeyProblem, RequestFacts, RequestPath, key_of, matches};
 
 /// The body of a response from a [`RateLimitService`]: your service's own
 /// body, or the layer's answer (a 429, a 503, the missing-key answer).
@@ -369,7 +369,8 @@ impl Shared {
     /// answer instead of the service's.
     async fn decide(&self, parts: &Parts) -> Result<Option<Outcome>, Response<Full<Bytes>>> {
         let set = self.limiter.policies();
-        let (method, path) = (parts.method.as_str(), parts.uri.path());
+        let method = parts.method.as_str();
+        let path = RequestPath::new(parts.uri.path());
         let mut applied: SmallVec<[(&Arc<PolicyDef>, Key); 2]> = SmallVec::new();
         let mut client_ip = None;
         for def in set.iter() {
@@ -385,21 +386,33 @@ impl Shared {
                 .iter()
                 .find(|(n, _)| n == def.name())
                 .map(|(_, f)| f);
-            if (def.key.is_empty() && key_fn.is_none()) || !matches(def, method, path) {
+            if def.key.is_empty() && key_fn.is_none() {
                 continue;
+            }
+            match matches(def, method, &path) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    return Err(self.missing_key(
+                        parts,
+                        def.name(),
+                        &KeyProblem::Path(e),
+                        StatusCode::BAD_REQUEST,
+                    ));
+                }
             }
             let key = match key_fn {
                 Some(f) => (f.0)(parts),
                 None => {
                     // Read (and warned about) only when a policy keys by it.
                     let ip = if def.key.contains(&KeyPart::ClientIp) {
-                        *client_ip.get_or_insert_with(|| self.client_ip(parts))
+                        *client_ip.get_or_insert_with(|| self.client_ip(parts, def.name()))
                     } else {
                         None
                     };
                     let facts = RequestFacts {
                         method,
-                        path,
+                        path: &path,
                         query: parts.uri.query(),
                         headers: &parts.headers,
                         client_ip: ip,
@@ -410,8 +423,9 @@ impl Shared {
             match key {
                 Ok(key) => applied.push((def, key)),
                 // The client sent it: never "missing", never skipped, or a
-                // long header would escape every limit.
-                Err(problem @ KeyProblem::TooLong(_)) => {
+                // long header (or a path spelled to have no normal form)
+                // would escape every limit.
+                Err(problem) if problem.is_bad_request() => {
                     return Err(self.missing_key(
                         parts,
                         def.name(),
@@ -453,14 +467,16 @@ impl Shared {
     /// `SocketAddr`, axum's `ConnectInfo<SocketAddr>`, tonic's
     /// `TcpConnectInfo`), behind trusted proxies the rightmost untrusted
     /// `X-Forwarded-For` hop.
-    fn client_ip(&self, parts: &Parts) -> Option<IpAddr> {
+    fn client_ip(&self, parts: &Parts, policy: &str) -> Option<IpAddr> {
         let peer = peer_addr(parts);
         if peer.is_none() && !self.warned_no_client_ip.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "a policy keys by client_ip but the request carries no peer address: serve axum \
-                 with into_make_service_with_connect_info::<SocketAddr>(), or insert a SocketAddr \
-                 into the request's extensions"
-            );
+            warn_once(&format!(
+                "policy '{policy}' keys by client_ip but requests carry no peer address, so each \
+                 one gets the MissingKey answer (400 by default): serve axum with \
+                 into_make_service_with_connect_info::<SocketAddr>() (tonic's server adds the peer \
+                 itself), or insert a SocketAddr into the request's extensions (logged once per \
+                 layer)"
+            ));
         }
         Some(self.trusted.client_ip(peer?, &parts.headers))
     }
@@ -476,7 +492,15 @@ impl Shared {
             KeyProblem::TooLong(e) => {
                 format!("the request's key for policy '{policy}' is unusable: {e}")
             }
-            _ => format!("the request has no key for policy '{policy}': {problem}"),
+            KeyProblem::Path(e) => format!(
+                "the request's path has no single meaning, so policy '{policy}' cannot match it: {e}"
+            ),
+            KeyProblem::RepeatedParameter(_) => {
+                format!("the request's key for policy '{policy}' is ambiguous: {problem}")
+            }
+            KeyProblem::NoClientIp | KeyProblem::NoKey => {
+                format!("the request has no key for policy '{policy}': {problem}")
+            }
         };
         #[cfg(feature = "grpc")]
         if crate::grpc::is_grpc(parts) {
@@ -489,9 +513,26 @@ impl Shared {
         }
         let kind = match problem {
             KeyProblem::TooLong(_) => "key-too-long",
-            _ => "missing-key",
+            KeyProblem::Path(_) => "ambiguous-path",
+            KeyProblem::RepeatedParameter(_) => "ambiguous-query",
+            KeyProblem::NoClientIp | KeyProblem::NoKey => "missing-key",
         };
         problem_response(parts, status, kind, &detail, HeaderMap::new())
+    }
+}
+
+/// Logs a misconfiguration at WARN through `tracing`, or, when the
+/// application installed no tracing subscriber (the quick start does not),
+/// on standard error: a service that answers 400 to every request must
+/// say why somewhere. A failed write is ignored, never a panic.
+fn warn_once(message: &str) {
+    let no_subscriber =
+        tracing::dispatcher::get_default(|d| d.is::<tracing::subscriber::NoSubscriber>());
+    if no_subscriber {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "WARN ratewarden_tower: {message}");
+    } else {
+        tracing::warn!("{message}");
     }
 }
 

@@ -49,7 +49,11 @@
 //! header or parameter is the empty string) or a function of the request
 //! ([`PolicyBuilder::key_fn`], [`RateLimitLayerBuilder::key_fn`]), and
 //! optionally which requests it applies to (methods, a path pattern where
-//! `*` matches any run of characters). Write them in code with
+//! `*` matches any run of characters). Patterns fit the path's normal
+//! form ([`ratewarden_limiter::normalise_path`]: `/%61pi/x`, `//api/x`
+//! and `/x/../api/x` are `/api/x`) or the path as received, and a path
+//! that servers read in different ways (an encoded `..`, a backslash) is
+//! answered 400 where a policy reads it. Write them in code with
 //! [`PolicyBuilder`], or hold a [`Limiter`]
 //! built from ratewarden's configuration file and use
 //! [`RateLimitLayer::from_limiter`].

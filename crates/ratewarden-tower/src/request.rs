@@ -5,11 +5,12 @@
 
 use std::borrow::Cow;
 use std::net::IpAddr;
+use std::sync::OnceLock;
 
 use http::HeaderMap;
 use percent_encoding::percent_decode;
 use ratewarden_core::{Key, KeyError};
-use ratewarden_limiter::{KeyPart, PolicyDef};
+use ratewarden_limiter::{KeyPart, PathError, PolicyDef, normalise_path};
 use smallvec::SmallVec;
 
 /// What `match` and `key` parts read from one request.
@@ -18,8 +19,8 @@ pub struct RequestFacts<'a> {
     /// The method, as sent (methods are uppercase by convention and
     /// compared case-sensitively).
     pub method: &'a str,
-    /// The path, as received (not percent-decoded), without the query.
-    pub path: &'a str,
+    /// The path, without the query.
+    pub path: &'a RequestPath<'a>,
     /// The query, without the `?`.
     pub query: Option<&'a str>,
     /// The request's headers.
@@ -27,6 +28,52 @@ pub struct RequestFacts<'a> {
     /// The client's address ([`crate::TrustedProxies::client_ip`]), when
     /// known.
     pub client_ip: Option<IpAddr>,
+}
+
+/// A request's path as received, and its normal form
+/// ([`normalise_path`]), worked out when a policy first reads it: a
+/// request no policy's `match.path` or `path` key part reads is never
+/// refused for its path.
+#[derive(Debug, Clone)]
+pub struct RequestPath<'a> {
+    received: &'a str,
+    /// `Ok(None)`: `received` is normal.
+    normal: OnceLock<Result<Option<String>, PathError>>,
+}
+
+impl<'a> RequestPath<'a> {
+    /// The path `received` (without the query).
+    pub fn new(received: &'a str) -> RequestPath<'a> {
+        RequestPath {
+            received,
+            normal: OnceLock::new(),
+        }
+    }
+
+    /// The path as received.
+    pub fn received(&self) -> &'a str {
+        self.received
+    }
+
+    /// The normal form: what `match.path` and the `path` key part read.
+    ///
+    /// # Errors
+    /// [`PathError`] when the path has none (an encoded `..`, a
+    /// backslash, …): the request is refused with 400, not matched under a
+    /// guess.
+    pub fn normal(&self) -> Result<&str, PathError> {
+        let normal = self.normal.get_or_init(|| {
+            normalise_path(self.received).map(|n| match n {
+                Cow::Borrowed(_) => None,
+                Cow::Owned(n) => Some(n),
+            })
+        });
+        match normal {
+            Ok(None) => Ok(self.received),
+            Ok(Some(n)) => Ok(n),
+            Err(e) => Err(*e),
+        }
+    }
 }
 
 /// Why a request has no key for a policy.
@@ -47,32 +94,84 @@ pub enum KeyProblem {
     /// The parts add up to more than [`Key::MAX_BYTES`] (4096 bytes).
     #[error("the key is too long: {0}")]
     TooLong(KeyError),
+    /// The policy keys by `path` and the path has no normal form.
+    #[error("the path cannot be matched: {0}")]
+    Path(PathError),
+    /// The policy keys by `query:NAME` and the request gives `NAME` more
+    /// than once: servers differ in which one they read (the first, the
+    /// last, all of them), so any one would be a guess.
+    #[error("the query parameter '{0}' is given more than once")]
+    RepeatedParameter(String),
+}
+
+impl KeyProblem {
+    /// Whether the client sent something unusable (a key too long, a path
+    /// with no normal form, a repeated parameter): such a request is
+    /// always refused with 400, never let through as "missing", or a
+    /// client could escape a limit by sending it.
+    pub fn is_bad_request(&self) -> bool {
+        matches!(
+            self,
+            KeyProblem::TooLong(_) | KeyProblem::Path(_) | KeyProblem::RepeatedParameter(_)
+        )
+    }
 }
 
 /// Whether `def` applies to requests ratewarden sees itself: it has `key`
 /// parts and its `match` (if any) fits `method` and `path`. A policy
 /// without `key` parts is for callers that give the key (the JSON API,
 /// the seed routes) and never applies here.
-pub fn applies(def: &PolicyDef, method: &str, path: &str) -> bool {
-    !def.key.is_empty() && matches(def, method, path)
+///
+/// # Errors
+/// [`PathError`] when `def` matches paths, its methods fit, and the path
+/// has no normal form.
+pub fn applies(def: &PolicyDef, method: &str, path: &RequestPath<'_>) -> Result<bool, PathError> {
+    if def.key.is_empty() {
+        return Ok(false);
+    }
+    matches(def, method, path)
 }
 
-/// Whether `def`'s `match` fits (no `match`: every request).
-pub fn matches(def: &PolicyDef, method: &str, path: &str) -> bool {
-    def.matcher.as_ref().is_none_or(|m| m.matches(method, path))
+/// Whether `def`'s `match` fits (no `match`: every request). A path
+/// pattern is tried on the normal form of the path and, when it differs,
+/// on the path as received: an application that routes the path as
+/// received (axum, Express: `/files/../x` reaches `/files/{*rest}`) and
+/// one that normalises it (nginx, Tomcat: `/x`) both reach only routes
+/// whose policies apply.
+///
+/// # Errors
+/// [`PathError`] when `def` matches paths, its methods fit, and the path
+/// has no normal form.
+pub fn matches(def: &PolicyDef, method: &str, path: &RequestPath<'_>) -> Result<bool, PathError> {
+    let Some(m) = &def.matcher else {
+        return Ok(true);
+    };
+    if m.methods
+        .as_ref()
+        .is_some_and(|ms| !ms.iter().any(|x| x == method))
+    {
+        return Ok(false);
+    }
+    let Some(pattern) = &m.path else {
+        return Ok(true);
+    };
+    let normal = path.normal()?;
+    Ok(pattern.matches(normal) || (normal != path.received() && pattern.matches(path.received())))
 }
 
 /// The key of a request under `parts`, in order: `header:NAME` the
 /// header's value (several field lines joined with `, `), `client_ip` the
-/// client's address as text, `path`, `method`, `query:NAME` the first
-/// value of the parameter (percent-decoded, `+` as a space),
-/// `literal:TEXT`. A part whose source is absent (no such header or
-/// parameter) is the empty string, so such requests share one counter.
+/// client's address as text, `path` the path's normal form, `method`,
+/// `query:NAME` the value of the parameter (percent-decoded, `+` as a
+/// space), `literal:TEXT`. A part whose source is absent (no such header
+/// or parameter) is the empty string, so such requests share one counter.
 ///
 /// # Errors
 /// [`KeyProblem::NoClientIp`] for `client_ip` when the address is not
-/// known; [`KeyProblem::TooLong`] when the parts add up to more than 4096
-/// bytes.
+/// known; [`KeyProblem::Path`] for `path` when the path has no normal
+/// form; [`KeyProblem::RepeatedParameter`] for `query:NAME` when the
+/// parameter is given more than once; [`KeyProblem::TooLong`] when the
+/// parts add up to more than 4096 bytes.
 pub fn key_of(parts: &[KeyPart], facts: &RequestFacts<'_>) -> Result<Key, KeyProblem> {
     // Borrowed where the request holds the bytes: a key is built for
     // every request.
@@ -93,11 +192,31 @@ fn part_value<'a>(
             let ip = facts.client_ip.ok_or(KeyProblem::NoClientIp)?;
             Cow::Owned(ip.to_canonical().to_string().into_bytes())
         }
-        KeyPart::Path => Cow::Borrowed(facts.path.as_bytes()),
+        KeyPart::Path => Cow::Borrowed(facts.path.normal().map_err(KeyProblem::Path)?.as_bytes()),
         KeyPart::Method => Cow::Borrowed(facts.method.as_bytes()),
-        KeyPart::Query(name) => Cow::Owned(query_value(facts.query, name).unwrap_or_default()),
+        KeyPart::Query(name) => Cow::Owned(
+            single_query_value(facts.query, name)
+                .map_err(|()| KeyProblem::RepeatedParameter(name.clone()))?
+                .unwrap_or_default(),
+        ),
         KeyPart::Literal(text) => Cow::Borrowed(text.as_bytes()),
     })
+}
+
+/// The value of query parameter `name`, percent-decoded with `+` as a
+/// space; `Ok(None)` when absent, `Err` when given more than once.
+fn single_query_value(query: Option<&str>, name: &str) -> Result<Option<Vec<u8>>, ()> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if form_decode(k) == name.as_bytes() {
+            if found.is_some() {
+                return Err(());
+            }
+            found = Some(form_decode(v));
+        }
+    }
+    Ok(found)
 }
 
 /// Every field line of header `name`, joined with `, ` (RFC 9110 §5.3);
@@ -119,18 +238,6 @@ fn header_value<'a>(headers: &'a HeaderMap, name: &str) -> Cow<'a, [u8]> {
     Cow::Owned(value)
 }
 
-/// The first value of query parameter `name`, percent-decoded with `+` as
-/// a space (`application/x-www-form-urlencoded`); `None` when absent.
-pub fn query_value(query: Option<&str>, name: &str) -> Option<Vec<u8>> {
-    query?
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .find_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (form_decode(k) == name.as_bytes()).then(|| form_decode(v))
-        })
-}
-
 /// `s` percent-decoded with `+` as a space
 /// (`application/x-www-form-urlencoded`): how every query parameter is
 /// read.
@@ -147,10 +254,14 @@ mod tests {
     use ratewarden_limiter::{FailureMode, PathPattern, RequestMatch};
     use std::time::Duration;
 
-    fn facts<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> RequestFacts<'a> {
+    fn facts<'a>(
+        headers: &'a HeaderMap,
+        path: &'a RequestPath<'a>,
+        query: Option<&'a str>,
+    ) -> RequestFacts<'a> {
         RequestFacts {
             method: "POST",
-            path: "/api/orders",
+            path,
             query,
             headers,
             client_ip: Some("::ffff:192.0.2.1".parse().unwrap()),
@@ -167,11 +278,23 @@ mod tests {
             .collect()
     }
 
+    fn policy(key: &[&str], path: Option<&str>) -> PolicyDef {
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
+        let mut def = PolicyDef::new(Policy::new("p", Algorithm::Gcra, quota), FailureMode::Open);
+        def.key = parts(key);
+        def.matcher = path.map(|p| RequestMatch {
+            methods: None,
+            path: Some(PathPattern::new(p).unwrap()),
+        });
+        def
+    }
+
     #[test]
     fn every_part_reads_its_source_in_order() {
         let mut h = HeaderMap::new();
         h.append("x-api-key", HeaderValue::from_static("k1"));
         h.append("x-api-key", HeaderValue::from_static("k2"));
+        let path = RequestPath::new("//api/%6Frders");
         let key = key_of(
             &parts(&[
                 "header:X-Api-Key",
@@ -181,7 +304,7 @@ mod tests {
                 "query:user",
                 "literal:v1",
             ]),
-            &facts(&h, Some("a=1&user=al%20ice+b&user=bob")),
+            &facts(&h, &path, Some("a=1&user=al%20ice+b&b=2")),
         )
         .unwrap();
         assert_eq!(
@@ -200,13 +323,14 @@ mod tests {
     #[test]
     fn absent_sources_are_empty_and_an_unknown_client_is_a_problem() {
         let h = HeaderMap::new();
+        let orders = RequestPath::new("/api/orders");
         let key = key_of(
             &parts(&["header:x-api-key", "query:user"]),
-            &facts(&h, None),
+            &facts(&h, &orders, None),
         )
         .unwrap();
         assert_eq!(strings(&key), ["", ""]);
-        let mut f = facts(&h, Some("user"));
+        let mut f = facts(&h, &orders, Some("user"));
         assert_eq!(strings(&key_of(&parts(&["query:user"]), &f).unwrap()), [""]);
         f.client_ip = None;
         assert_eq!(
@@ -216,27 +340,120 @@ mod tests {
         let mut long = HeaderMap::new();
         long.insert("x", HeaderValue::from_str(&"a".repeat(5000)).unwrap());
         assert!(matches!(
-            key_of(&parts(&["header:x"]), &facts(&long, None)),
+            key_of(&parts(&["header:x"]), &facts(&long, &orders, None)),
             Err(KeyProblem::TooLong(_))
         ));
     }
 
     #[test]
+    fn a_repeated_key_parameter_is_refused_not_guessed() {
+        let h = HeaderMap::new();
+        let orders = RequestPath::new("/api/orders");
+        for query in ["user=a&user=victim", "user=a&us%65r=b", "user&user=b"] {
+            let problem = key_of(&parts(&["query:user"]), &facts(&h, &orders, Some(query)));
+            assert_eq!(
+                problem,
+                Err(KeyProblem::RepeatedParameter("user".into())),
+                "{query}"
+            );
+            assert!(problem.unwrap_err().is_bad_request());
+        }
+        // Other parameters may repeat.
+        let key = key_of(
+            &parts(&["query:user"]),
+            &facts(&h, &orders, Some("tag=a&tag=b&user=c")),
+        )
+        .unwrap();
+        assert_eq!(strings(&key), ["c"]);
+    }
+
+    #[test]
+    fn a_path_key_of_a_path_without_a_normal_form_is_a_bad_request() {
+        let h = HeaderMap::new();
+        let path = RequestPath::new("/api/%2e%2e/x");
+        let problem = key_of(&parts(&["path"]), &facts(&h, &path, None)).unwrap_err();
+        assert_eq!(problem, KeyProblem::Path(PathError::DotSegmentWithEscape));
+        assert!(problem.is_bad_request());
+        assert!(!KeyProblem::NoClientIp.is_bad_request());
+        // No part reads the path: no problem.
+        assert!(key_of(&parts(&["client_ip"]), &facts(&h, &path, None)).is_ok());
+    }
+
+    #[test]
     fn only_policies_with_key_parts_apply_and_match_is_honoured() {
-        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
-        let mut def = PolicyDef::new(Policy::new("p", Algorithm::Gcra, quota), FailureMode::Open);
-        assert!(
-            !applies(&def, "GET", "/x"),
+        let mut def = policy(&[], None);
+        let x = RequestPath::new("/x");
+        assert_eq!(
+            applies(&def, "GET", &x),
+            Ok(false),
             "no key parts: the JSON API's policy"
         );
         def.key = parts(&["client_ip"]);
-        assert!(applies(&def, "GET", "/x"));
+        assert_eq!(applies(&def, "GET", &x), Ok(true));
         def.matcher = Some(RequestMatch {
             methods: Some(vec!["GET".into()]),
             path: Some(PathPattern::new("/api/*").unwrap()),
         });
-        assert!(applies(&def, "GET", "/api/x"));
-        assert!(!applies(&def, "GET", "/api"));
-        assert!(!applies(&def, "get", "/api/x"));
+        assert_eq!(applies(&def, "GET", &RequestPath::new("/api/x")), Ok(true));
+        assert_eq!(applies(&def, "GET", &RequestPath::new("/api")), Ok(false));
+        assert_eq!(applies(&def, "get", &RequestPath::new("/api/x")), Ok(false));
+    }
+
+    #[test]
+    fn every_spelling_of_a_path_matches_its_policy() {
+        let def = policy(&["client_ip"], Some("/api/*"));
+        for spelling in [
+            "/api/orders",
+            "/%61pi/orders",
+            "//api/orders",
+            "/x/../api/orders",
+            "/api%2Forders",
+            "/api;v=1/orders",
+        ] {
+            assert_eq!(
+                applies(&def, "GET", &RequestPath::new(spelling)),
+                Ok(true),
+                "{spelling}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pattern_also_matches_the_path_as_received() {
+        // axum routes `/files/../x` to `/files/{*rest}`: the policy on
+        // `/files/*` applies although the normal form is `/x`.
+        let files = policy(&["client_ip"], Some("/files/*"));
+        let x = policy(&["client_ip"], Some("/x"));
+        let path = RequestPath::new("/files/../x");
+        assert_eq!(path.normal(), Ok("/x"));
+        assert_eq!(applies(&files, "GET", &path), Ok(true));
+        assert_eq!(applies(&x, "GET", &path), Ok(true));
+    }
+
+    #[test]
+    fn a_path_without_a_normal_form_is_refused_only_where_a_pattern_reads_it() {
+        let path = RequestPath::new("/api/%2e%2e/admin");
+        let on_api = policy(&["client_ip"], Some("/api/*"));
+        assert_eq!(
+            applies(&on_api, "GET", &path),
+            Err(PathError::DotSegmentWithEscape)
+        );
+        let everywhere = policy(&["client_ip"], None);
+        assert_eq!(applies(&everywhere, "GET", &path), Ok(true));
+        let mut posts = policy(&["client_ip"], Some("/api/*"));
+        if let Some(m) = posts.matcher.as_mut() {
+            m.methods = Some(vec!["POST".into()]);
+        }
+        assert_eq!(applies(&posts, "GET", &path), Ok(false));
+    }
+
+    #[test]
+    fn the_normal_form_is_worked_out_once_and_borrowed_when_it_is_the_path() {
+        let path = RequestPath::new("/api/orders");
+        assert!(std::ptr::eq(path.normal().unwrap(), path.received()));
+        let path = RequestPath::new("/%61pi");
+        let first: *const str = path.normal().unwrap();
+        assert!(std::ptr::eq(first, path.normal().unwrap()));
+        assert_eq!(path.normal(), Ok("/api"));
     }
 }

@@ -17,9 +17,9 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use ratewarden_core::Key;
-use ratewarden_limiter::{Check, PolicyDef, for_log};
+use ratewarden_limiter::{Check, PathError, PolicyDef, for_log};
 use ratewarden_tower::render::{denial, outcome_headers};
-use ratewarden_tower::request::{RequestFacts, applies, key_of};
+use ratewarden_tower::request::{KeyProblem, RequestFacts, RequestPath, applies, key_of};
 
 use crate::http::problem::ApiError;
 use crate::state::AppState;
@@ -104,21 +104,26 @@ pub async fn handle(
     let deny_status = deny_status(&headers)?;
     let method = forwarded_method(&headers, &method)?;
     let uri = forwarded_uri(&headers)?;
+    let path = RequestPath::new(uri.path());
     let facts = RequestFacts {
         method: &method,
-        path: uri.path(),
+        path: &path,
         query: uri.query(),
         headers: &headers,
         client_ip: Some(state.trusted_proxies.client_ip(peer.ip(), &headers)),
     };
     let set = state.limiter.policies();
     let mut applied: Vec<(&std::sync::Arc<PolicyDef>, Key)> = Vec::new();
-    for def in set.iter().filter(|d| applies(d, facts.method, facts.path)) {
-        let key = key_of(&def.key, &facts).map_err(|e| {
-            ApiError::bad_request(format!(
+    for def in set.iter() {
+        if !applies(def, facts.method, &path).map_err(|e| unmatchable(&path, &e))? {
+            continue;
+        }
+        let key = key_of(&def.key, &facts).map_err(|e| match e {
+            KeyProblem::Path(e) => unmatchable(&path, &e),
+            e => ApiError::bad_request(format!(
                 "the request has no usable key for policy '{}': {e}",
                 def.name()
-            ))
+            )),
         })?;
         applied.push((def, key));
     }
@@ -133,8 +138,20 @@ pub async fn handle(
     if outcome.allowed {
         return Ok((outcome_headers(&outcome), Body::empty()).into_response());
     }
-    let (headers, body) = denial(&outcome, deny_status, Some(facts.path));
+    // The path the policies matched.
+    let instance = path.normal().unwrap_or(path.received());
+    let (headers, body) = denial(&outcome, deny_status, Some(instance));
     Ok((deny_status, headers, body).into_response())
+}
+
+/// The 400 for a forwarded path without a normal form
+/// (docs/forward-auth.md, "Which path is matched").
+fn unmatchable(path: &RequestPath<'_>, e: &PathError) -> ApiError {
+    ApiError::bad_request(format!(
+        "the forwarded path '{}' has no single meaning, so it is not matched against the \
+         policies: {e}",
+        for_log(path.received().as_bytes())
+    ))
 }
 
 /// The status a denial is answered with.

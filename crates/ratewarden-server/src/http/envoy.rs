@@ -25,14 +25,22 @@ use crate::state::AppState;
     request_body(content = JsonRequest, description = "A RateLimitRequest in protobuf JSON (camelCase or proto field names)", content_type = "application/json"),
     responses(
         (status = 200, description = "overallCode OK", body = JsonResponse),
-        (status = 400, description = "Not a RateLimitRequest, an empty domain, no descriptors or more than --envoy-max-descriptors (256 by default), a limit with an unknown unit, isNegativeHits", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Not a RateLimitRequest, a member given twice, an empty domain, no descriptors or more than --envoy-max-descriptors (256 by default), a limit with an unknown unit, isNegativeHits", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than --max-body-bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is in a content coding (gzip, …: the answer carries Accept-Encoding: identity)", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 429, description = "overallCode OVER_LIMIT", body = JsonResponse),
         (status = 503, description = "The store is unavailable and a limit fails closed", body = crate::http::problem::Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn handle(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let body = body_bytes(request, &state).await?;
+    // Read strictly first: a member given twice is refused, as on every
+    // JSON body (the protobuf JSON reader below would take one of them).
+    crate::http::json::parse(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body is not a RateLimitRequest in protobuf JSON: {e}"
+        ))
+    })?;
     let request = parse_request(&body).map_err(|e| {
         ApiError::bad_request(format!(
             "the body is not a RateLimitRequest in protobuf JSON: {e}"

@@ -103,8 +103,9 @@ pub fn endpoint(raw: Option<&[u8]>) -> Result<String, ApiError> {
 }
 
 /// A request body that is a JSON object. Rejections are problem details:
-/// 413 over `--max-body-bytes`, 415 for a non-JSON content type, 400 for
-/// an empty body, invalid JSON or JSON that is not an object.
+/// 413 over `--max-body-bytes`, 415 for a non-JSON content type or any
+/// content coding, 400 for an empty body, invalid JSON, a member given
+/// twice ([`super::json`]) or JSON that is not an object.
 #[derive(Debug)]
 pub struct JsonObject(pub serde_json::Map<String, serde_json::Value>);
 
@@ -113,8 +114,10 @@ pub struct JsonObject(pub serde_json::Map<String, serde_json::Value>);
 /// waiting for a body that may never come).
 ///
 /// # Errors
-/// 413 for a body too large, 400 for one that could not be read.
+/// 415 for a body in a content coding ([`no_content_coding`]), 413 for a
+/// body too large, 400 for one that could not be read.
 pub async fn body_bytes(request: Request, state: &AppState) -> Result<Bytes, ApiError> {
+    no_content_coding(request.headers())?;
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -132,6 +135,30 @@ pub async fn body_bytes(request: Request, state: &AppState) -> Result<Bytes, Api
                 ApiError::bad_request("the request body could not be read")
             }
         })
+}
+
+/// Refuses a body in a content coding (`Content-Encoding: gzip`, say):
+/// ratewarden reads bodies as sent, so a compressed one would be read as
+/// garbage or, worse, as something else. `identity` and empty list
+/// elements are no coding.
+///
+/// # Errors
+/// 415 with `Accept-Encoding: identity` (RFC 9110 §15.5.16) naming the
+/// coding.
+pub fn no_content_coding(headers: &HeaderMap) -> Result<(), ApiError> {
+    for line in headers.get_all(header::CONTENT_ENCODING) {
+        let codings = line.as_bytes().split(|&b| b == b',');
+        for coding in codings.map(<[u8]>::trim_ascii) {
+            if !coding.is_empty() && !coding.eq_ignore_ascii_case(b"identity") {
+                return Err(ApiError::unsupported_content_coding(format!(
+                    "the body is in the content coding '{}'; send it uncompressed, without \
+                     Content-Encoding",
+                    coding.escape_ascii()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl FromRequest<AppState> for JsonObject {
@@ -152,9 +179,13 @@ impl FromRequest<AppState> for JsonObject {
         if body.is_empty() {
             return Err(ApiError::bad_request("a JSON object body is required"));
         }
-        match serde_json::from_slice::<serde_json::Value>(&body) {
+        match super::json::parse(&body) {
             Ok(serde_json::Value::Object(map)) => Ok(JsonObject(map)),
             Ok(_) => Err(ApiError::bad_request("the body must be a JSON object")),
+            // Well-formed, but a member given twice.
+            Err(e) if e.is_data() => Err(ApiError::bad_request(format!(
+                "the body has no single meaning: {e}"
+            ))),
             Err(e) => Err(ApiError::bad_request(format!(
                 "the body is not valid JSON: {e}"
             ))),

@@ -6,6 +6,8 @@
 //!
 //! - [`problem`]: [`problem::ApiError`], RFC 9457 problem details.
 //! - [`extract`]: input validation (the seed routes' table).
+//! - [`json`]: every JSON body read strictly (a member given twice is a
+//!   400).
 //! - [`authorize`]: `/v1/authorize`, forward auth for nginx, Caddy and
 //!   Traefik.
 //! - [`key_source`]: which client a `/ping` counts against.
@@ -17,6 +19,7 @@ pub mod admin;
 pub mod authorize;
 pub mod envoy;
 pub mod extract;
+pub mod json;
 pub mod key_source;
 pub mod openapi;
 pub mod ops;

@@ -40,7 +40,33 @@ struct Base;
 pub fn base() -> Document {
     let mut doc = Base::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    every_method_of_authorize(&mut doc);
     doc
+}
+
+/// `/v1/authorize` answers every method alike (a proxy may forward any),
+/// so the document lists its operation under each method OpenAPI knows,
+/// with an `operationId` of its own (`authorize` for GET, `authorizePost`,
+/// …): client generators name methods after them, so they must differ.
+fn every_method_of_authorize(doc: &mut Document) {
+    let Some(item) = doc.paths.paths.get_mut("/v1/authorize") else {
+        return;
+    };
+    let Some(get) = item.get.clone() else {
+        return;
+    };
+    let copy = |method: &str| {
+        let mut op = get.clone();
+        op.operation_id = Some(format!("authorize{method}"));
+        Some(op)
+    };
+    item.put = copy("Put");
+    item.post = copy("Post");
+    item.delete = copy("Delete");
+    item.options = copy("Options");
+    item.head = copy("Head");
+    item.patch = copy("Patch");
+    item.trace = copy("Trace");
 }
 
 /// The OpenAPI document (JSON).
@@ -89,5 +115,23 @@ mod tests {
             }
         }
         assert!(ids.len() >= 11, "{ids:?}");
+    }
+
+    /// `/v1/authorize` answers every method, and the document says so.
+    #[test]
+    fn authorize_is_listed_under_every_method() {
+        let (_, api) = crate::http::routes_and_api().split_for_parts();
+        let doc = serde_json::to_value(&api).unwrap_or_default();
+        let item = &doc["paths"]["/v1/authorize"];
+        for method in [
+            "get", "put", "post", "delete", "options", "head", "patch", "trace",
+        ] {
+            let op = &item[method];
+            assert!(op.is_object(), "{method} is missing: {item}");
+            assert_eq!(op["tags"][0], "forward-auth", "{method}");
+            assert!(op["responses"]["429"].is_object(), "{method}");
+        }
+        assert_eq!(item["get"]["operationId"], "authorize");
+        assert_eq!(item["post"]["operationId"], "authorizePost");
     }
 }

@@ -126,6 +126,23 @@ impl ApiError {
         )
     }
 
+    /// 415 for a body in a content coding the server does not read (any
+    /// but `identity`), with `Accept-Encoding: identity` (RFC 9110
+    /// §15.5.16, §12.5.3).
+    pub fn unsupported_content_coding(detail: impl Into<String>) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-content-coding",
+            "Unsupported Media Type",
+            detail,
+        );
+        e.headers.push((
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        ));
+        e
+    }
+
     /// 422: well-formed but invalid input (a missing or too long parameter).
     pub fn unprocessable(detail: impl Into<String>) -> ApiError {
         ApiError::new(

@@ -5,10 +5,12 @@
 //! talks to it with `reqwest`.
 
 mod authorize;
+mod bodies;
 mod concurrency;
 mod envoy;
 mod envoy_ops;
 mod errors;
+mod forwarded_paths;
 mod helpers;
 mod keys;
 mod ping;

@@ -39,6 +39,7 @@ pub fn key(part: &str) -> Key {
     Key::single(part).expect("a short key")
 }
 
+#[allow(unused_imports)] // not every test file fails a store
 pub use ratewarden_testkit::FailingStore;
 
 /// A layer of `policies` on the memory store and `clock`.

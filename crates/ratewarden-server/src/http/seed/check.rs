@@ -57,7 +57,7 @@ pub struct EndpointBody {
         (status = 200, description = "Allowed and recorded; the rate-limit headers", body = LogUsage),
         (status = 400, description = "X-User-Id missing or invalid, or the body is not a JSON object", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than --max-body-bytes", body = crate::http::problem::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON", body = crate::http::problem::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON, or is in a content coding (gzip, …: the answer carries Accept-Encoding: identity)", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 422, description = "endpoint missing, not a string, empty or over 128 characters", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 429, description = "Over the limit: type …rate-limit-exceeded, Retry-After", body = crate::http::problem::Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store is unavailable and the policy fails closed", body = crate::http::problem::Problem, content_type = "application/problem+json"),

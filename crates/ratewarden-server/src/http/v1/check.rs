@@ -101,7 +101,7 @@ struct Parsed {
         (status = 400, description = "The body is not a JSON object", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No policy has that name", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is larger than --max-body-bytes", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not declared as JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not declared as JSON, or is in a content coding (gzip, …: the answer carries Accept-Encoding: identity)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A missing or mistyped field, a cost below 1, an empty key, more than 64 checks", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Denied (type …#quota-exceeded): violated-policies, the answers, Retry-After unless only checks that can never pass denied", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store is unavailable and a policy fails closed", body = Problem, content_type = "application/problem+json"),
