@@ -4,7 +4,7 @@ Python's http.client and urllib, the Prometheus text parser of
 prometheus_client (PyPI), and a redis-server of the test's own.
 
 Each case starts `ratewarden serve` on a free loopback port and checks one
-promise of the README's "Monitoring" and "Hardening" sections:
+promise of docs/operations.md (metrics, probes, logs, hardening):
 
 - `/metrics` parses with a real Prometheus parser, and its counters move
   with traffic; no key is a label value;

@@ -642,7 +642,7 @@ def with_ratewarden_stopped(name, start, proxy_binary, tmp: Path, app: App,
 
 
 # What the documents write for the templates' placeholders, and for the
-# upstream names the README's shorter nginx excerpt spells out.
+# upstream names a shorter nginx excerpt may spell out.
 DOCUMENTED = {
     "nginx.conf.template": {"{{LISTEN}}": "80", "{{APP}}": "127.0.0.1:9000",
                             "{{RATEWARDEN}}": "127.0.0.1:8080",
@@ -683,19 +683,22 @@ def indented_blocks(markdown: str) -> list:
 
 
 def documented_configurations_are_the_tested_ones() -> None:
-    """Every nginx and Caddy configuration quoted in README.md and
-    docs/forward-auth.md is the template's lines, in order (excerpts may
-    leave lines out, never add or change one)."""
+    """Every nginx and Caddy configuration quoted in the documents
+    (README.md and docs/) is the template's lines, in order (excerpts may
+    leave lines out, never add or change one), and docs/forward-auth.md
+    quotes both."""
     problems = []
-    for doc in (HERE.parent / "README.md", HERE.parent / "docs" / "forward-auth.md"):
+    root = HERE.parent
+    docs = [root / "README.md"] + sorted((root / "docs").rglob("*.md"))
+    for doc in docs:
         blocks = indented_blocks(doc.read_text())
         for template, marker in MARKER.items():
             quoted = [b for b in blocks if marker in b]
-            if not quoted:
+            if not quoted and doc.name == "forward-auth.md":
                 problems.append(f"{doc.name}: no {template} configuration found")
             expected = config_lines((TEMPLATES / template).read_text(), DOCUMENTED[template])
             for block in quoted:
-                # The README's nginx excerpt names the upstreams by address.
+                # An excerpt may name the upstreams by address.
                 lines = config_lines(block, {k: v for k, v in DOCUMENTED[template].items()
                                              if not k.startswith("{{")})
                 at = 0
@@ -703,7 +706,7 @@ def documented_configurations_are_the_tested_ones() -> None:
                     try:
                         at = expected.index(line, at) + 1
                     except ValueError:
-                        problems.append(f"{doc.name}: {template}: '{line}' is not in the "
+                        problems.append(f"{doc.relative_to(root)}: {template}: '{line}' is not in the "
                                         f"tested configuration (or not in its order)")
                         break
     assert not problems, "\n".join(problems)
