@@ -7,7 +7,7 @@
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use ratewarden_config::envoy::options::LimitHeaders;
-use ratewarden_limiter::fields::{FieldItem, field_values};
+use ratewarden_http::fields::{FieldItem, field_values};
 
 /// The most items `RateLimit-Policy` and `RateLimit` carry.
 const MAX_HEADER_ITEMS: usize = 16;

@@ -20,7 +20,7 @@ use ratewarden_core::algorithm::fixed_window;
 use ratewarden_core::{
     Algorithm, Decision, Key, KeyError, Outcome as CoreOutcome, Policy, Quota, Timestamp, ceil_secs,
 };
-use ratewarden_limiter::fields::FieldItem;
+use ratewarden_http::fields::FieldItem;
 use ratewarden_limiter::{
     Basis, Check, CheckError, CheckResult, FailureMode, Limiter, PolicyDef, PolicyRef,
 };

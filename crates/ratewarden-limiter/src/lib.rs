@@ -9,7 +9,9 @@
 //! fail open / fail closed per policy when the store cannot answer,
 //! pruning, and the decision metrics. It knows policies, not wire
 //! formats: HTTP, gRPC and the tower Layer translate their requests into
-//! checks and the [`Outcome`] into their answers.
+//! checks and the [`Outcome`] into their answers (the HTTP ones through
+//! `ratewarden-http`, which holds the headers, problem details and
+//! request matching they share).
 //!
 //! ```
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,8 +43,6 @@
 //! - [`activity`]: recent decisions and store latency for the dashboard.
 //! - [`log`]: [`LogSummary`] (repeated errors summarised), [`for_log`]
 //!   (request-supplied text shortened and escaped).
-//! - [`fields`]: the `RateLimit` / `RateLimit-Policy` field values every
-//!   interface sends.
 //!
 //! # Metrics
 //! Through the `metrics` facade (free when no recorder is installed):
@@ -62,7 +62,6 @@
 //! them again.
 
 pub mod activity;
-pub mod fields;
 mod limiter;
 pub mod log;
 mod meters;

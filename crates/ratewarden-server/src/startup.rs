@@ -200,7 +200,7 @@ impl Application {
             limiter,
             envoy,
             ping_key: settings.ping_key.clone(),
-            trusted_proxies: ratewarden_tower::TrustedProxies::new(
+            trusted_proxies: ratewarden_http::TrustedProxies::new(
                 settings.trusted_proxies.iter().copied(),
             ),
             admin_key: settings.admin_key.clone(),

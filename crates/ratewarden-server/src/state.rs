@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use ratewarden_config::{AdminKey, KeySource};
 use ratewarden_envoy::RateLimitService;
+use ratewarden_http::TrustedProxies;
 use ratewarden_limiter::Limiter;
-use ratewarden_tower::TrustedProxies;
 use tokio_util::sync::CancellationToken;
 
 /// Shared application state: one `Arc`, so the per-request clone axum

@@ -12,7 +12,8 @@ use ratewarden_limiter::Outcome;
 use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::render::{denial_detail, outcome_headers, retry_after_value};
+use ratewarden_http::headers::{outcome_headers, retry_after_value};
+use ratewarden_http::problem::denial_detail;
 
 /// Whether the request is a gRPC call (`Content-Type: application/grpc…`).
 pub(crate) fn is_grpc(parts: &Parts) -> bool {

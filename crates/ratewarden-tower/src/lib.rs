@@ -79,29 +79,36 @@
 //!   never a panic or a 500.
 //! - Fail open or closed per policy when the store cannot answer.
 //!
-//! # Modules
+//! # Layout
+//! - `layer.rs`: [`RateLimitLayer`] and [`RateLimitService`]: which
+//!   policies apply to a request and with what key, the decision, the
+//!   headers on your response.
+//! - `builder.rs`: [`RateLimitLayerBuilder`].
+//! - `policy.rs`: [`PolicyBuilder`], a policy written in code, and
+//!   [`KeyFn`].
+//! - `answer.rs`: the layer's own answers (a 429, 503 or 500, the
+//!   [`MissingKey`] answer) as problem details.
+//! - `grpc.rs`: the same answers as gRPC statuses (feature `grpc`).
 //!
-//! [`request`] and [`render`] hold the rules every ratewarden interface
-//! that sees requests shares (the service's forward auth uses them too):
-//! which policies apply and with what key; the headers and problem
-//! details of an answer. [`TrustedProxies`] finds the client behind
-//! proxies.
+//! How requests are matched and keyed, and how answers are written
+//! (headers, problem details, [`TrustedProxies`]), is
+//! [`ratewarden_http`]'s: the service's forward auth shares it, so the two
+//! agree on every rule.
 
-mod client_ip;
+mod answer;
+mod builder;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod layer;
 mod policy;
-pub mod render;
-pub mod request;
 
-pub use client_ip::TrustedProxies;
+pub use answer::MissingKey;
+pub use builder::RateLimitLayerBuilder;
 pub use http::request::Parts;
-pub use layer::{
-    MissingKey, RateLimitLayer, RateLimitLayerBuilder, RateLimitService, ResponseBody,
-};
+pub use layer::{RateLimitLayer, RateLimitService, ResponseBody};
 pub use policy::{BuildError, KeyFn, PolicyBuilder};
 pub use ratewarden_core::{
     Clock, Key, KeyMatch, ManualClock, MemoryStore, Store, StoreError, SystemClock,
 };
+pub use ratewarden_http::TrustedProxies;
 pub use ratewarden_limiter::{FailureMode, KeyPart, Limiter, PolicyDef, PolicySet};

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use http::request::Parts;
 use ratewarden_core::{Algorithm, Key, Policy, Quota};
+use ratewarden_http::KeyProblem;
 use ratewarden_limiter::{FailureMode, KeyPart, PathPattern, PolicyDef, RequestMatch};
 
 use crate::MissingKey;
-use crate::request::KeyProblem;
 
 /// A custom key: a function of the request's head (method, URI, headers,
 /// extensions) giving the key's bytes, or `None` when the request has no

@@ -8,7 +8,8 @@
 //! `X-Forwarded-Uri` (else `X-Original-URI`), the client by
 //! `X-Forwarded-For`, believed only from `--trusted-proxy` peers and read
 //! from the right. Every policy with `key` parts whose `match` fits is
-//! decided, all or nothing ([`ratewarden_tower::request`]).
+//! decided, all or nothing, matched and keyed as the tower Layer does
+//! ([`ratewarden_http::matching`], [`ratewarden_http::key`]).
 
 use std::net::SocketAddr;
 
@@ -17,9 +18,12 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use ratewarden_core::Key;
+use ratewarden_http::headers::outcome_headers;
+use ratewarden_http::key::key_of;
+use ratewarden_http::matching::applies;
+use ratewarden_http::problem::denial;
+use ratewarden_http::{KeyProblem, RequestFacts, RequestPath};
 use ratewarden_limiter::{Check, PathError, PolicyDef, for_log};
-use ratewarden_tower::render::{denial, outcome_headers};
-use ratewarden_tower::request::{KeyProblem, RequestFacts, RequestPath, applies, key_of};
 
 use crate::http::problem::ApiError;
 use crate::state::AppState;

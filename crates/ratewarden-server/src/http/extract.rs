@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
-use ratewarden_tower::request::form_decode;
+use ratewarden_http::key::form_decode;
 
 use super::problem::ApiError;
 use crate::state::AppState;

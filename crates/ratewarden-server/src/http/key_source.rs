@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::http::HeaderMap;
 use ratewarden_config::KeySource;
-use ratewarden_tower::TrustedProxies;
+use ratewarden_http::TrustedProxies;
 
 /// The key used when `X-Client-Key` is missing or empty (seed A).
 pub const DEFAULT_CLIENT_KEY: &str = "127.0.0.1";

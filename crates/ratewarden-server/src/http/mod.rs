@@ -41,8 +41,8 @@ use tracing::level_filters::LevelFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use ratewarden_http::headers::insert_outcome_headers;
 use ratewarden_limiter::Outcome;
-use ratewarden_tower::render::insert_outcome_headers;
 
 use self::problem::ApiError;
 use crate::state::AppState;

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use ratewarden_http::problem::PROBLEM_JSON;
 use serde::Serialize;
 
 /// The `Retry-After` of a 503, in seconds.
 pub const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 
-pub use ratewarden_tower::render::{QUOTA_EXCEEDED, TYPE_PREFIX};
+pub use ratewarden_http::problem::{QUOTA_EXCEEDED, TYPE_PREFIX};
 
 /// An RFC 9457 problem details document, as every error answer carries it
 /// (`application/problem+json`). Denials add members: the seed routes
@@ -195,7 +196,7 @@ impl ApiError {
         if let Some(wait) = retry_after {
             e.headers.push((
                 header::RETRY_AFTER,
-                ratewarden_tower::render::retry_after_value(wait),
+                ratewarden_http::headers::retry_after_value(wait),
             ));
         }
         e.extensions = Box::new(extensions);
@@ -269,7 +270,7 @@ impl ApiError {
 
     /// The response, with `instance` set to the request path when known.
     fn render(self, instance: Option<&str>) -> Response {
-        let json = ratewarden_tower::render::problem_json(
+        let json = ratewarden_http::problem::problem_json(
             self.kind,
             self.title,
             self.status,
@@ -284,10 +285,7 @@ impl ApiError {
             response.extensions_mut().insert(reason);
         }
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         headers.extend(self.headers);
         response
     }

@@ -105,7 +105,7 @@ mod tests {
             limiter,
             envoy: Arc::new(envoy),
             ping_key: KeySource::Header,
-            trusted_proxies: ratewarden_tower::TrustedProxies::new([]),
+            trusted_proxies: ratewarden_http::TrustedProxies::new([]),
             admin_key: None,
             max_body_bytes: 1024,
             stopping: CancellationToken::new(),

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::allowed_json;
 use super::problem::ApiError;
-use ratewarden_tower::render::outcome_headers;
+use ratewarden_http::headers::outcome_headers;
 
 /// A seed route's answer to its one check: 200 with `body`, or 429 problem
 /// details (`…rate-limit-exceeded`) with `Retry-After`; both with the

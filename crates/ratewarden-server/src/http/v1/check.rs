@@ -17,7 +17,8 @@ use crate::http::allowed_json;
 use crate::http::extract::JsonObject;
 use crate::http::problem::{ApiError, Problem};
 use crate::state::AppState;
-use ratewarden_tower::render::{denial_detail, outcome_headers, violated_policies};
+use ratewarden_http::headers::outcome_headers;
+use ratewarden_http::problem::{denial_detail, violated_policies};
 
 /// One check.
 #[derive(Debug, Deserialize, ToSchema)]

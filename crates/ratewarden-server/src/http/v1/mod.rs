@@ -17,7 +17,7 @@ use super::problem::ApiError;
 /// The most checks one batch may hold.
 pub const MAX_CHECKS: usize = 64;
 
-pub use ratewarden_tower::render::CheckAnswer;
+pub use ratewarden_http::CheckAnswer;
 
 /// The answer of a status read: `status` for a request of cost 1.
 pub fn status_answer(status: &ratewarden_limiter::Status) -> CheckAnswer {

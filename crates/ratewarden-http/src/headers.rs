@@ -1,29 +1,19 @@
-//! How a decision looks over HTTP, the same from every interface: the
-//! rate-limit response headers, and RFC 9457 problem details for a denial.
-//!
-//! Headers: the IETF draft's `RateLimit-Policy` and `RateLimit`
+//! The rate-limit response headers, the same from every interface: the
+//! IETF draft's `RateLimit-Policy` and `RateLimit`
 //! (draft-ietf-httpapi-ratelimit-headers-10), one list item per policy,
 //! each field one line with its items comma-separated (proxies such as
-//! nginx 1.22 keep only a field's first line), and the widely used
-//! `X-RateLimit-*` trio of the most restrictive policy. All times are whole
-//! seconds, rounded up.
+//! nginx 1.22 keep only a field's first line), the widely used
+//! `X-RateLimit-*` trio of the most restrictive policy, and `Retry-After`.
+//! All times are whole seconds, rounded up.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use ratewarden_core::{Decision, Policy, ceil_millis, ceil_secs};
-use ratewarden_limiter::fields::{FieldItem, push_limit_field, push_policy_field};
-use ratewarden_limiter::{Basis, CheckResult, Outcome};
-use serde::Serialize;
-use serde_json::{Map, Value};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use ratewarden_core::{Decision, Policy, ceil_secs};
+use ratewarden_limiter::{CheckResult, Outcome};
 
-/// The URI prefix of ratewarden's problem types.
-pub const TYPE_PREFIX: &str = "urn:ratewarden:problem:";
-
-/// The problem type of a denial (draft-ietf-httpapi-ratelimit-headers).
-pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+use crate::fields::{FieldItem, push_limit_field, push_policy_field};
 
 /// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10).
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -35,9 +25,6 @@ pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-l
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`: seconds until it is full again, rounded up.
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-
-/// The `Content-Type` of problem details.
-pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Sets `RateLimit-Policy: "<name>";q=<limit>;w=<window secs>, …` and
 /// `RateLimit: "<name>";r=<remaining>;t=<secs until reset>, …` for every
@@ -136,176 +123,10 @@ pub fn outcome_headers(outcome: &Outcome) -> HeaderMap {
     headers
 }
 
-/// An RFC 9457 problem details document as JSON bytes: `type` (`kind`
-/// with [`TYPE_PREFIX`] unless it is an absolute URI), `title`, `status`,
-/// `detail`, `instance` when given, then `extensions` as members.
-pub fn problem_json(
-    kind: &str,
-    title: &str,
-    status: StatusCode,
-    detail: &str,
-    instance: Option<&str>,
-    extensions: &Map<String, Value>,
-) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Body<'a> {
-        r#type: String,
-        title: &'a str,
-        status: u16,
-        detail: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        instance: Option<&'a str>,
-        #[serde(flatten)]
-        extensions: &'a Map<String, Value>,
-    }
-    let r#type = if kind.contains(':') {
-        kind.to_owned()
-    } else {
-        format!("{TYPE_PREFIX}{kind}")
-    };
-    let body = Body {
-        r#type,
-        title,
-        status: status.as_u16(),
-        detail,
-        instance,
-        extensions,
-    };
-    serde_json::to_vec(&body).unwrap_or_default()
-}
-
 /// `Retry-After` in whole seconds, rounded up, at least 1 (a wait below a
 /// second must not read as "now").
 pub fn retry_after_value(wait: Duration) -> HeaderValue {
     HeaderValue::from(ceil_secs(wait).max(1))
-}
-
-/// The names of the policies that denied `outcome`, each once, in order.
-pub fn violated_policies(outcome: &Outcome) -> Vec<&str> {
-    let mut violated: Vec<&str> = Vec::new();
-    for r in outcome.denied_by() {
-        if !violated.contains(&r.policy.name()) {
-            violated.push(r.policy.name());
-        }
-    }
-    violated
-}
-
-/// The `detail` of a denial: "the request is over the quota of policy
-/// 'a'", or, when only checks that can never pass denied it, that it can
-/// never pass.
-pub fn denial_detail(outcome: &Outcome) -> String {
-    let violated = violated_policies(outcome);
-    let list = violated
-        .iter()
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let names = match violated.as_slice() {
-        [_] => format!("policy {list}"),
-        _ => format!("policies {list}"),
-    };
-    if outcome.denied_by().all(|r| r.never()) {
-        format!(
-            "the request can never pass {names}: its cost is above the limit (or the GCRA burst)"
-        )
-    } else {
-        format!("the request is over the quota of {names}")
-    }
-}
-
-/// One check's answer, the shape every JSON answer uses (the JSON API's
-/// checks and statuses, a denial's `results`).
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
-pub struct CheckAnswer {
-    /// The policy's name.
-    #[cfg_attr(feature = "utoipa", schema(example = "api"))]
-    pub policy: String,
-    /// Whether this policy lets the request pass (a shadow policy always
-    /// does). In a denied batch: whether it would have.
-    pub allowed: bool,
-    /// The policy's limit, in units per window (GCRA: the limit, not the
-    /// burst).
-    #[cfg_attr(feature = "utoipa", schema(example = 100))]
-    pub limit: u64,
-    /// Units that could still pass now.
-    #[cfg_attr(feature = "utoipa", schema(example = 99))]
-    pub remaining: u64,
-    /// Milliseconds until the key's state is back to full, rounded up.
-    pub reset_after_ms: u64,
-    /// Milliseconds until the same request would pass, rounded up; 0 when
-    /// allowed or when it can never pass.
-    pub retry_after_ms: u64,
-    /// A shadow policy would have denied this request.
-    pub shadow_denied: bool,
-    /// The request can never pass: its cost is above the limit (or the
-    /// GCRA burst).
-    pub never: bool,
-    /// The store could not be reached and the policy fails open: allowed
-    /// without counting (`limit` and `remaining` describe no window).
-    pub failed_open: bool,
-}
-
-impl CheckAnswer {
-    /// The answer of `result`.
-    pub fn new(result: &CheckResult) -> CheckAnswer {
-        CheckAnswer {
-            policy: result.policy.name().to_owned(),
-            allowed: result.allowed(),
-            limit: result.decision.limit,
-            remaining: result.decision.remaining,
-            reset_after_ms: ceil_millis(result.decision.reset_after),
-            retry_after_ms: result.retry_after().map_or(0, ceil_millis),
-            shadow_denied: result.shadow_denied,
-            never: result.never(),
-            failed_open: result.basis == Basis::FailedOpen,
-        }
-    }
-}
-
-/// A request's denial as `(headers, problem details body)`: type
-/// [`QUOTA_EXCEEDED`], `status` (429, or the status a proxy asked for),
-/// members `violated-policies` and `results` (every check's
-/// [`CheckAnswer`]); headers `Content-Type: application/problem+json`,
-/// `Retry-After` (seconds, rounded up, at least 1) unless only checks that
-/// can never pass denied it, and the rate-limit headers.
-pub fn denial(
-    outcome: &Outcome,
-    status: StatusCode,
-    instance: Option<&str>,
-) -> (HeaderMap, Vec<u8>) {
-    let mut members = Map::new();
-    members.insert(
-        "violated-policies".into(),
-        violated_policies(outcome).into(),
-    );
-    members.insert(
-        "results".into(),
-        serde_json::to_value(
-            outcome
-                .results
-                .iter()
-                .map(CheckAnswer::new)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or_default(),
-    );
-    let body = problem_json(
-        QUOTA_EXCEEDED,
-        "Too Many Requests",
-        status,
-        &denial_detail(outcome),
-        instance,
-        &members,
-    );
-    let mut headers = HeaderMap::with_capacity(8);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-    if let Some(wait) = outcome.retry_after() {
-        headers.insert(RETRY_AFTER, retry_after_value(wait));
-    }
-    insert_outcome_headers(&mut headers, outcome);
-    (headers, body)
 }
 
 #[cfg(test)]
