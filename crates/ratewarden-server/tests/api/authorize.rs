@@ -1105,24 +1105,8 @@ key = ["header:x-user"]
     allowed(send(b"caf\xc3\xa9").await.unwrap()).await;
 }
 
-macro_rules! on_every_store {
-    ($($test:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-              async fn $test() { super::$test(super::StoreKind::Memory).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-              async fn $test() { super::$test(super::StoreKind::Sqlite).await })*
-        }
-        mod redis {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-              async fn $test() { super::$test(super::StoreKind::Redis).await })*
-        }
-    };
-}
-
 on_every_store!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     any_method_is_accepted_and_its_own_query_is_ignored,
     the_uri_comes_from_x_forwarded_uri_else_x_original_uri,
     x_forwarded_for_is_walked_from_the_right_behind_trusted_proxies,

@@ -399,20 +399,6 @@ pub async fn a_seed_reset_never_clears_another_policy(store: StoreKind) {
     );
 }
 
-macro_rules! on_every_store {
-    ($($test:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Memory).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Sqlite).await })*
-        }
-        mod redis {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Redis).await })*
-        }
-    };
-}
-
 on_every_store!(
     every_algorithm_decides_through_v1_check,
     a_denied_batch_charges_no_policy,
