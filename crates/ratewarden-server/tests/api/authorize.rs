@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tokio::sync::Barrier;
 
 use crate::helpers::{
-    AppOptions, StoreKind, TestApp, at, encode, header, ok_json, problem, retry_after, settings,
-    spawn_with_config, start,
+    self, AppOptions, PolicyToml, StoreKind, TestApp, at, encode, header, ok_json, policy, problem,
+    retry_after, settings, spawn_with_config, start,
 };
 
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
@@ -33,14 +33,18 @@ const RATE_LIMIT_HEADERS: [&str; 6] = [
 ];
 
 /// The application on `store` with `trusted_proxies = trusted` (none when
-/// empty) and the policies `policies` (TOML).
-async fn app(store: StoreKind, trusted: &[&str], policies: &str) -> TestApp {
+/// empty) and `policies`.
+async fn app(
+    store: StoreKind,
+    trusted: &[&str],
+    policies: impl IntoIterator<Item = PolicyToml>,
+) -> TestApp {
     let mut config = String::new();
     if !trusted.is_empty() {
         let list: Vec<String> = trusted.iter().map(|t| format!("\"{t}\"")).collect();
         config.push_str(&format!("trusted_proxies = [{}]\n", list.join(", ")));
     }
-    config.push_str(policies);
+    config.push_str(&helpers::policies(policies));
     spawn_with_config(store, &config).await
 }
 
@@ -118,39 +122,26 @@ pub async fn any_method_is_accepted_and_its_own_query_is_ignored(store: StoreKin
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "per-method"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-key = ["method"]
-match = { path = "/m" }
-
-[[policies]]
-name = "posts"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["literal:posts"]
-match = { methods = ["POST"], path = "/p" }
-
-[[policies]]
-name = "purges"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["literal:purges"]
-match = { methods = ["PURGE"], path = "/p" }
-
-[[policies]]
-name = "per-user"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-key = ["query:user"]
-match = { path = "/q" }
-"#,
+        [
+            policy("per-method")
+                .fixed_window(1, "1m")
+                .key(["method"])
+                .match_path("/m"),
+            policy("posts")
+                .fixed_window(100, "1m")
+                .key(["literal:posts"])
+                .match_methods(["POST"])
+                .match_path("/p"),
+            policy("purges")
+                .fixed_window(100, "1m")
+                .key(["literal:purges"])
+                .match_methods(["PURGE"])
+                .match_path("/p"),
+            policy("per-user")
+                .fixed_window(1, "1m")
+                .key(["query:user"])
+                .match_path("/q"),
+        ],
     )
     .await;
     let methods = [
@@ -235,15 +226,10 @@ pub async fn the_uri_comes_from_x_forwarded_uri_else_x_original_uri(store: Store
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "api"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["path"]
-match = { path = "/api/*" }
-"#,
+        [policy("api")
+            .fixed_window(100, "1m")
+            .key(["path"])
+            .match_path("/api/*")],
     )
     .await;
     let r = request(&app, "GET")
@@ -312,14 +298,11 @@ match = { path = "/api/*" }
     );
 }
 
-const PER_CLIENT: &str = r#"
-[[policies]]
-name = "per-client"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["client_ip"]
-"#;
+fn per_client() -> [PolicyToml; 1] {
+    [policy("per-client")
+        .fixed_window(100, "1m")
+        .key(["client_ip"])]
+}
 
 /// Sends one request with these `X-Forwarded-For` lines and asserts that
 /// exactly `client`'s counter was charged.
@@ -337,7 +320,7 @@ async fn assert_client(app: &TestApp, lines: &[&str], client: &str) {
 /// From a trusted peer, `X-Forwarded-For` (every field line, in order) is
 /// walked from the right while the hop is trusted.
 pub async fn x_forwarded_for_is_walked_from_the_right_behind_trusted_proxies(store: StoreKind) {
-    let app = app(store, &["127.0.0.1/32", "10.0.0.0/8"], PER_CLIENT).await;
+    let app = app(store, &["127.0.0.1/32", "10.0.0.0/8"], per_client()).await;
     for (lines, client) in [
         (&["6.6.6.6, 203.0.113.9"][..], "203.0.113.9"),
         (&["203.0.113.10, 10.1.1.1"][..], "203.0.113.10"),
@@ -370,7 +353,7 @@ pub async fn x_forwarded_for_is_walked_from_the_right_behind_trusted_proxies(sto
 /// From an untrusted peer the header is ignored: the peer is the client.
 pub async fn x_forwarded_for_from_an_untrusted_peer_is_ignored(store: StoreKind) {
     for trusted in [&["10.0.0.0/8"][..], &[][..]] {
-        let app = app(store, trusted, PER_CLIENT).await;
+        let app = app(store, trusted, per_client()).await;
         for lines in [
             &["203.0.113.9"][..],
             &["10.1.1.1"][..],
@@ -389,53 +372,30 @@ pub async fn policies_apply_by_key_and_match(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "keyless"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-
-[[policies]]
-name = "api"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["literal:api"]
-match = { path = "/api/*" }
-
-[[policies]]
-name = "login"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["literal:login"]
-match = { methods = ["POST"], path = "/login" }
-
-[[policies]]
-name = "encoded"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["path"]
-match = { path = "/files/a%2Fb" }
-
-[[policies]]
-name = "middle"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["literal:middle"]
-match = { path = "/v*/items" }
-
-[[policies]]
-name = "everything"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["literal:all"]
-match = {}
-"#,
+        [
+            policy("keyless").fixed_window(100, "1m"),
+            policy("api")
+                .fixed_window(100, "1m")
+                .key(["literal:api"])
+                .match_path("/api/*"),
+            policy("login")
+                .fixed_window(100, "1m")
+                .key(["literal:login"])
+                .match_methods(["POST"])
+                .match_path("/login"),
+            policy("encoded")
+                .fixed_window(100, "1m")
+                .key(["path"])
+                .match_path("/files/a%2Fb"),
+            policy("middle")
+                .fixed_window(100, "1m")
+                .key(["literal:middle"])
+                .match_path("/v*/items"),
+            policy("everything")
+                .fixed_window(100, "1m")
+                .key(["literal:all"])
+                .match_all(),
+        ],
     )
     .await;
     let ask_as = |method: &'static str, uri: &'static str| {
@@ -479,21 +439,13 @@ pub async fn no_policy_matched_is_200_without_headers(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "plain"
-algorithm = "fixed_window"
-limit = 0
-window = "1m"
-
-[[policies]]
-name = "narrow"
-algorithm = "fixed_window"
-limit = 0
-window = "1m"
-key = ["literal:n"]
-match = { path = "/narrow" }
-"#,
+        [
+            policy("plain").fixed_window(0, "1m"),
+            policy("narrow")
+                .fixed_window(0, "1m")
+                .key(["literal:n"])
+                .match_path("/narrow"),
+        ],
     )
     .await;
     for _ in 0..3 {
@@ -525,14 +477,9 @@ pub async fn absent_key_sources_share_one_counter(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "api-key"
-algorithm = "fixed_window"
-limit = 2
-window = "1m"
-key = ["header:x-api-key", "query:user"]
-"#,
+        [policy("api-key")
+            .fixed_window(2, "1m")
+            .key(["header:x-api-key", "query:user"])],
     )
     .await;
     let send = |key: Option<&'static [&'static str]>, uri: &'static str| {
@@ -558,27 +505,20 @@ key = ["header:x-api-key", "query:user"]
     assert_eq!(remaining(&app, "api-key", &["k1, k2", "u"]).await, 0);
 }
 
-const PAIR: &str = r#"
-[[policies]]
-name = "small"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-key = ["client_ip"]
-match = { path = "/a/*" }
-
-[[policies]]
-name = "big"
-algorithm = "fixed_window"
-limit = 5
-window = "1h"
-key = ["client_ip"]
-"#;
+fn pair() -> [PolicyToml; 2] {
+    [
+        policy("small")
+            .fixed_window(1, "1m")
+            .key(["client_ip"])
+            .match_path("/a/*"),
+        policy("big").fixed_window(5, "1h").key(["client_ip"]),
+    ]
+}
 
 /// Every matching policy is decided, all or nothing: one header line each
 /// with an item per policy, and a denial charges no policy.
 pub async fn matching_policies_are_decided_all_or_nothing(store: StoreKind) {
-    let app = app(store, &[], PAIR).await;
+    let app = app(store, &[], pair()).await;
     let headers = allowed(ask(&app, "/a/1").await).await;
     for (name, value) in [
         ("ratelimit-policy", "\"small\";q=1;w=60, \"big\";q=5;w=3600"),
@@ -638,7 +578,7 @@ pub async fn matching_policies_are_decided_all_or_nothing(store: StoreKind) {
 /// `X-Ratewarden-Deny-Status` picks 401, 403 or 429 for a denial; any
 /// other value is a 400 that decides nothing.
 pub async fn the_deny_status_header_picks_the_denial_status(store: StoreKind) {
-    let app = app(store, &[], PAIR).await;
+    let app = app(store, &[], pair()).await;
     let with = |status: &'static str, uri: &'static str| {
         request(&app, "GET")
             .header("X-Forwarded-Uri", uri)
@@ -682,29 +622,16 @@ pub async fn a_key_over_4096_bytes_is_refused(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "other"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-key = ["literal:x"]
-
-[[policies]]
-name = "by-header"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-key = ["header:x-big"]
-
-[[policies]]
-name = "two-parts"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-key = ["header:x-big", "header:x-more"]
-match = { path = "/two" }
-"#,
+        [
+            policy("other").fixed_window(10, "1m").key(["literal:x"]),
+            policy("by-header")
+                .fixed_window(10, "1m")
+                .key(["header:x-big"]),
+            policy("two-parts")
+                .fixed_window(10, "1m")
+                .key(["header:x-big", "header:x-more"])
+                .match_path("/two"),
+        ],
     )
     .await;
     let send = |big: usize, more: usize, uri: &'static str| {
@@ -744,23 +671,16 @@ pub async fn a_shadow_policy_never_denies_nor_shows(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "dry"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-shadow = true
-key = ["literal:d"]
-
-[[policies]]
-name = "real"
-algorithm = "fixed_window"
-limit = 5
-window = "1m"
-key = ["literal:r"]
-match = { path = "/both" }
-"#,
+        [
+            policy("dry")
+                .fixed_window(1, "1m")
+                .shadow()
+                .key(["literal:d"]),
+            policy("real")
+                .fixed_window(5, "1m")
+                .key(["literal:r"])
+                .match_path("/both"),
+        ],
     )
     .await;
     for remaining_real in [4, 3, 2] {
@@ -786,22 +706,13 @@ pub async fn a_denial_charges_no_shadow_policy(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "dry"
-algorithm = "fixed_window"
-limit = 5
-window = "1m"
-shadow = true
-key = ["literal:d"]
-
-[[policies]]
-name = "real"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-key = ["literal:r"]
-"#,
+        [
+            policy("dry")
+                .fixed_window(5, "1m")
+                .shadow()
+                .key(["literal:d"]),
+            policy("real").fixed_window(1, "1m").key(["literal:r"]),
+        ],
     )
     .await;
     assert_eq!(advertised(&allowed(ask(&app, "/").await).await), ["real"]);
@@ -824,40 +735,25 @@ pub async fn window_edges_are_exact(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "edge"
-algorithm = "fixed_window"
-limit = 3
-window = "1m"
-key = ["client_ip"]
-match = { path = "/fixed" }
-
-[[policies]]
-name = "steady"
-algorithm = "gcra"
-limit = 2
-window = "1m"
-burst = 1
-key = ["client_ip"]
-match = { path = "/gcra" }
-
-[[policies]]
-name = "closed"
-algorithm = "fixed_window"
-limit = 0
-window = "1m"
-key = ["client_ip"]
-match = { path = "/never" }
-
-[[policies]]
-name = "plenty"
-algorithm = "fixed_window"
-limit = 100
-window = "1m"
-key = ["client_ip"]
-match = { path = "/never" }
-"#,
+        [
+            policy("edge")
+                .fixed_window(3, "1m")
+                .key(["client_ip"])
+                .match_path("/fixed"),
+            policy("steady")
+                .gcra(2, "1m")
+                .burst(1)
+                .key(["client_ip"])
+                .match_path("/gcra"),
+            policy("closed")
+                .fixed_window(0, "1m")
+                .key(["client_ip"])
+                .match_path("/never"),
+            policy("plenty")
+                .fixed_window(100, "1m")
+                .key(["client_ip"])
+                .match_path("/never"),
+        ],
     )
     .await;
     app.clock.set(at(10, 250_000_000));
@@ -909,15 +805,10 @@ pub async fn exactly_the_limit_of_100_parallel_requests_pass(store: StoreKind) {
     let app = app(
         store,
         &["127.0.0.1/32"],
-        r#"
-[[policies]]
-name = "burst"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-key = ["client_ip"]
-match = { path = "/api/*" }
-"#,
+        [policy("burst")
+            .fixed_window(10, "1m")
+            .key(["client_ip"])
+            .match_path("/api/*")],
     )
     .await;
     for round in 0..2 {
@@ -979,15 +870,10 @@ async fn an_absolute_form_uri_is_matched_by_its_path() {
     let app = app(
         StoreKind::Memory,
         &[],
-        r#"
-[[policies]]
-name = "api"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-key = ["literal:a"]
-match = { path = "/api/*" }
-"#,
+        [policy("api")
+            .fixed_window(10, "1m")
+            .key(["literal:a"])
+            .match_path("/api/*")],
     )
     .await;
     for (uri, charged) in [
@@ -1017,30 +903,18 @@ match = { path = "/api/*" }
 async fn an_unreachable_store_fails_closed_with_503_or_open_without_headers() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("rw.toml");
-    std::fs::write(
-        &config,
-        r#"
-on_store_error = "closed"
-
-[[policies]]
-name = "strict"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-key = ["client_ip"]
-match = { path = "/strict" }
-
-[[policies]]
-name = "lenient"
-algorithm = "fixed_window"
-limit = 10
-window = "1m"
-on_store_error = "open"
-key = ["client_ip"]
-match = { path = "/*" }
-"#,
-    )
-    .unwrap();
+    let policies = helpers::policies([
+        policy("strict")
+            .fixed_window(10, "1m")
+            .key(["client_ip"])
+            .match_path("/strict"),
+        policy("lenient")
+            .fixed_window(10, "1m")
+            .on_store_error("open")
+            .key(["client_ip"])
+            .match_path("/*"),
+    ]);
+    std::fs::write(&config, format!("on_store_error = \"closed\"\n{policies}")).unwrap();
     let options = AppOptions::args(&["--config", config.to_str().unwrap()]);
     let settings = settings(&options, &dir.path().join("unused.db"));
     let clock = Arc::new(ManualClock::new(start()));
@@ -1084,14 +958,7 @@ pub async fn a_key_of_bytes_that_are_not_utf8_is_counted(store: StoreKind) {
     let app = app(
         store,
         &[],
-        r#"
-[[policies]]
-name = "raw"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-key = ["header:x-user"]
-"#,
+        [policy("raw").fixed_window(1, "1m").key(["header:x-user"])],
     )
     .await;
     let send = |value: &'static [u8]| {

@@ -1,5 +1,6 @@
 //! `spawn_app()`: the application on a free loopback port, a fresh SQLite
-//! file in a temporary directory and a [`ManualClock`] the test moves.
+//! file in a temporary directory and a [`ManualClock`] the test moves;
+//! [`policy`]: a configuration file's policies, built in code.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,6 +20,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use crate::every_store::StoreKind;
+pub use policy::{PolicyToml, policies, policy};
+
+mod policy;
 
 /// The admin key every test server is given unless a test says otherwise.
 pub const ADMIN_KEY: &str = "s3cret-admin-key";
