@@ -5,10 +5,10 @@
 //! policy("api").fixed_window(10, "1m").key(["literal:a"]).match_path("/api/*")
 //! ```
 //!
-//! [`PolicyToml`] prints as the TOML a user would write (the keys in the
-//! order docs/configuration.md lists them); [`policies`] joins several
-//! into a file's text. Tests about the TOML syntax itself keep writing it
-//! out.
+//! [`PolicyToml`] prints as the TOML a user would write (name, algorithm,
+//! limit, window, then burst, shadow, on_store_error, key and match when
+//! set); [`policies`] joins several into a file's text. Tests about the
+//! TOML syntax itself keep writing it out.
 
 use std::fmt;
 
