@@ -12,12 +12,13 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::{Instance, RedisServer, avoid_window_edge, run};
+use common::{Instance, RedisServer, StoreKind, avoid_window_edge, run};
 use serde_json::{Value, json};
 
 /// How long a change of the file may take to apply.
@@ -82,18 +83,18 @@ async fn until_limit(client: &reqwest::Client, base: &str, policy: &str, limit: 
 }
 
 /// The store argument for `kind`, with what must live as long as the test.
-fn store(kind: &str, dir: &Path) -> (String, Option<RedisServer>) {
+fn store(kind: StoreKind, dir: &Path) -> (String, Option<RedisServer>) {
     match kind {
-        "memory" => ("memory".into(), None),
-        "sqlite" => (format!("sqlite:{}", dir.join("rw.db").display()), None),
-        _ => {
+        StoreKind::Memory => ("memory".into(), None),
+        StoreKind::Sqlite => (format!("sqlite:{}", dir.join("rw.db").display()), None),
+        StoreKind::Redis => {
             let redis = RedisServer::start();
             (redis.url(), Some(redis))
         }
     }
 }
 
-async fn reload_on_change_keeps_counters_and_a_broken_file_changes_nothing(kind: &str) {
+async fn reload_on_change_keeps_counters_and_a_broken_file_changes_nothing(kind: StoreKind) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _redis) = store(kind, dir.path());
     let config = dir.path().join("rw.toml");
@@ -164,7 +165,7 @@ async fn reload_on_change_keeps_counters_and_a_broken_file_changes_nothing(kind:
 
 /// Every algorithm through `/v1/check` of the real process, a batch denied
 /// by one policy charging none, shadow and unknown policies, bad bodies.
-async fn every_algorithm_and_all_or_nothing_over_a_real_process(kind: &str) {
+async fn every_algorithm_and_all_or_nothing_over_a_real_process(kind: StoreKind) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _redis) = store(kind, dir.path());
     let mut config = String::new();
@@ -241,7 +242,7 @@ async fn every_algorithm_and_all_or_nothing_over_a_real_process(kind: &str) {
 
 /// SIGHUP rereads a file whose changes the watcher cannot see (a symlink
 /// to a file elsewhere, edited in place).
-async fn sighup_reloads(kind: &str) {
+async fn sighup_reloads(kind: StoreKind) {
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     let (store, _redis) = store(kind, dir.path());
@@ -265,20 +266,6 @@ async fn sighup_reloads(kind: &str) {
         "the event is kept"
     );
     assert!(app.log().contains("SIGHUP"), "{}", app.log());
-}
-
-macro_rules! on_every_store {
-    ($($test:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test] async fn $test() { super::$test("memory").await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $test() { super::$test("sqlite").await })*
-        }
-        mod redis {
-            $(#[tokio::test] async fn $test() { super::$test("redis").await })*
-        }
-    };
 }
 
 on_every_store!(

@@ -685,20 +685,6 @@ async fn json_speaks_the_same_protocol(store: StoreKind) {
     assert_eq!(r.status(), 400);
 }
 
-macro_rules! on_every_store {
-    ($($test:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Memory).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Sqlite).await })*
-        }
-        mod redis {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Redis).await })*
-        }
-    };
-}
-
 on_every_store!(
     a_limit_counts_down_then_refuses_until_its_window_ends,
     two_descriptors_are_decided_all_or_nothing,

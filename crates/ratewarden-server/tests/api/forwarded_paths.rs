@@ -8,17 +8,14 @@
 
 use reqwest::Response;
 
-use crate::helpers::{StoreKind, TestApp, problem, spawn_with_config};
+use crate::helpers::{StoreKind, TestApp, policies, policy, problem, spawn_with_config};
 
-const PER_CLIENT_ON_API: &str = r#"
-[[policies]]
-name = "per-client"
-algorithm = "fixed_window"
-limit = 3
-window = "1h"
-key = ["client_ip"]
-match = { path = "/api/*" }
-"#;
+fn per_client_on_api() -> String {
+    policies([policy("per-client")
+        .fixed_window(3, "1h")
+        .key(["client_ip"])
+        .match_path("/api/*")])
+}
 
 async fn ask(app: &TestApp, uri: &str) -> Response {
     app.client
@@ -31,7 +28,7 @@ async fn ask(app: &TestApp, uri: &str) -> Response {
 
 #[tokio::test]
 async fn every_spelling_of_a_limited_path_counts_against_its_policy() {
-    let app = spawn_with_config(StoreKind::Memory, PER_CLIENT_ON_API).await;
+    let app = spawn_with_config(StoreKind::Memory, &per_client_on_api()).await;
     for spelling in ["/%61pi/orders", "//api//orders", "/x/../api/orders"] {
         let r = ask(&app, spelling).await;
         assert_eq!(r.status(), 200, "{spelling}");
@@ -56,7 +53,7 @@ async fn every_spelling_of_a_limited_path_counts_against_its_policy() {
 
 #[tokio::test]
 async fn a_path_with_no_single_meaning_is_a_400_saying_why() {
-    let app = spawn_with_config(StoreKind::Memory, PER_CLIENT_ON_API).await;
+    let app = spawn_with_config(StoreKind::Memory, &per_client_on_api()).await;
     for (path, why) in [
         ("/api/%2e%2e/api/orders", "encoded dot segment"),
         ("/api%2F..%2Fadmin", "encoded dot segment"),
@@ -82,30 +79,20 @@ async fn a_path_with_no_single_meaning_is_a_400_saying_why() {
 
 #[tokio::test]
 async fn a_path_no_pattern_reads_is_not_refused() {
-    let config = r#"
-[[policies]]
-name = "everywhere"
-algorithm = "fixed_window"
-limit = 10
-window = "1h"
-key = ["client_ip"]
-"#;
-    let app = spawn_with_config(StoreKind::Memory, config).await;
+    let config = policies([policy("everywhere")
+        .fixed_window(10, "1h")
+        .key(["client_ip"])]);
+    let app = spawn_with_config(StoreKind::Memory, &config).await;
     assert_eq!(ask(&app, "/api/%2e%2e/x").await.status(), 200);
 }
 
 #[tokio::test]
 async fn a_key_parameter_given_twice_is_refused_not_guessed() {
-    let config = r#"
-[[policies]]
-name = "logins"
-algorithm = "fixed_window"
-limit = 1
-window = "1h"
-key = ["query:user"]
-match = { path = "/login" }
-"#;
-    let app = spawn_with_config(StoreKind::Memory, config).await;
+    let config = policies([policy("logins")
+        .fixed_window(1, "1h")
+        .key(["query:user"])
+        .match_path("/login")]);
+    let app = spawn_with_config(StoreKind::Memory, &config).await;
     assert_eq!(ask(&app, "/login?user=alice").await.status(), 200);
     assert_eq!(ask(&app, "/login?user=alice").await.status(), 429);
     // PHP reads the last value, Go the first: neither is guessed.

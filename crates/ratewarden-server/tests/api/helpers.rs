@@ -1,5 +1,6 @@
 //! `spawn_app()`: the application on a free loopback port, a fresh SQLite
-//! file in a temporary directory and a [`ManualClock`] the test moves.
+//! file in a temporary directory and a [`ManualClock`] the test moves;
+//! [`policy`]: a configuration file's policies, built in code.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,6 +18,11 @@ use serde_json::Value;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+pub use crate::every_store::StoreKind;
+pub use policy::{PolicyToml, policies, policy};
+
+mod policy;
 
 /// The admin key every test server is given unless a test says otherwise.
 pub const ADMIN_KEY: &str = "s3cret-admin-key";
@@ -54,17 +60,6 @@ pub struct TestApp {
     redis: Option<Arc<RedisServer>>,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<std::io::Result<()>>>,
-}
-
-/// Which store a test application keeps its state in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreKind {
-    /// `--store memory`.
-    Memory,
-    /// The default: SQLite in the test's temporary directory.
-    Sqlite,
-    /// A `redis-server` of the test's own.
-    Redis,
 }
 
 /// How to start an application.

@@ -4,6 +4,10 @@
 //! (or the memory store, or a Redis of its own) and a manual clock, and
 //! talks to it with `reqwest`.
 
+#[macro_use]
+#[path = "../common/every_store.rs"]
+mod every_store;
+
 mod authorize;
 mod bodies;
 mod concurrency;

@@ -9,53 +9,25 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    ADMIN_KEY, StoreKind, TestApp, at, header, ok_json, problem, retry_after, spawn_with_config,
+    ADMIN_KEY, StoreKind, TestApp, at, header, ok_json, policies, policy, problem, retry_after,
+    spawn_with_config,
 };
 
-const POLICIES: &str = r#"
-[[policies]]
-name = "fixed"
-algorithm = "fixed_window"
-limit = 2
-window = "1m"
-
-[[policies]]
-name = "log"
-algorithm = "sliding_log"
-limit = 2
-window = "1m"
-
-[[policies]]
-name = "counter"
-algorithm = "sliding_window"
-limit = 2
-window = "1m"
-
-[[policies]]
-name = "bucket"
-algorithm = "gcra"
-limit = 2
-window = "1m"
-burst = 2
-
-[[policies]]
-name = "global"
-algorithm = "fixed_window"
-limit = 3
-window = "1h"
-
-[[policies]]
-name = "dry"
-algorithm = "fixed_window"
-limit = 1
-window = "1m"
-shadow = true
-"#;
+fn policies_of_every_kind() -> String {
+    policies([
+        policy("fixed").fixed_window(2, "1m"),
+        policy("log").sliding_log(2, "1m"),
+        policy("counter").sliding_window(2, "1m"),
+        policy("bucket").gcra(2, "1m").burst(2),
+        policy("global").fixed_window(3, "1h"),
+        policy("dry").fixed_window(1, "1m").shadow(),
+    ])
+}
 
 const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
 async fn app(store: StoreKind) -> TestApp {
-    spawn_with_config(store, POLICIES).await
+    spawn_with_config(store, &policies_of_every_kind()).await
 }
 
 fn check(policy: &str, key: &str) -> Value {
@@ -397,20 +369,6 @@ pub async fn a_seed_reset_never_clears_another_policy(store: StoreKind) {
         app.ping(Some("5")).await.status(),
         StatusCode::TOO_MANY_REQUESTS
     );
-}
-
-macro_rules! on_every_store {
-    ($($test:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Memory).await })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Sqlite).await })*
-        }
-        mod redis {
-            $(#[tokio::test] async fn $test() { super::$test(super::StoreKind::Redis).await })*
-        }
-    };
 }
 
 on_every_store!(

@@ -1,4 +1,5 @@
-//! Real `ratewarden serve` processes for black-box tests; killed on drop.
+//! Real `ratewarden serve` processes for black-box tests, killed on drop,
+//! and `on_every_store!` (`every_store.rs`).
 
 #![allow(dead_code)] // each test binary uses part of this
 
@@ -6,9 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)] // each test binary uses part of this
+pub use every_store::StoreKind;
 use ratewarden_core::{Clock, SystemClock};
 #[allow(unused_imports)] // each test binary uses part of this
 pub use ratewarden_testkit::redis_server::{RedisServer, TEST_STORE_TIMEOUT_MS, free_port};
+
+#[macro_use]
+mod every_store;
 
 /// One `ratewarden serve` process, its standard error kept in a file.
 pub struct Instance {
