@@ -258,12 +258,9 @@ pub async fn x_forwarded_for_from_an_untrusted_peer_is_ignored(store: StoreKind)
     }
 }
 
-/// PRODUCT BUG, kept failing on purpose (the endpoint's owner fixes it):
-/// the contract says a URI that is not `/path?query` is a 400, but an
-/// absolute-form URI is accepted and matched by its path:
-/// `X-Forwarded-Uri: http://example.com/api/x` answers 200 and charges
-/// the `/api/*` policy (`forwarded_uri` in src/http/authorize.rs accepts
-/// the absolute form on purpose; either it or the contract must change).
+/// An absolute-form `X-Forwarded-Uri` (`http://host/path?query`) is read
+/// for its path, as docs/forward-auth.md says: a proxy may forward the
+/// form it received, and the path is what the application serves.
 #[tokio::test]
 async fn an_absolute_form_uri_is_matched_by_its_path() {
     // RFC 9112 §3.2.2: a proxy may forward the absolute form it received;
