@@ -2,9 +2,10 @@
 //! shares, and the resolved settings.
 //!
 //! Precedence: flag > environment variable > file > envoyproxy/ratelimit's
-//! environment variables (only with `RUNTIME_ROOT` set) > default. The command
-//! line (in `ratewarden-server`) parses flags and `RATEWARDEN_*`
-//! variables into [`Overrides`] with this crate's parsers ([`values`]);
+//! environment variables (only with `RUNTIME_ROOT` set) > default
+//! ([`defaults`]). The command line (in `ratewarden-server`) parses flags
+//! and `RATEWARDEN_*` variables into [`Overrides`] with this crate's
+//! parsers ([`values`]);
 //! [`ConfigFile`] reads `--config FILE` into its own [`Overrides`] and
 //! the policies; [`Settings::resolve`] merges them, builds the seed
 //! routes' policies (`ping`, `check`) and the policy set, and reports
@@ -35,27 +36,44 @@
 //! ```
 //!
 //! # Layout
-//! - `values.rs`: the parsers of single values (limits, durations, stores,
-//!   networks, policy names).
-//! - `settings.rs`: [`Overrides`], [`Settings`] and the setting types
-//!   ([`StoreConfig`], [`KeySource`], [`TimeSource`], [`AdminKey`]).
-//! - `file.rs`: [`ConfigFile`] and [`PolicySpec`]: the TOML walk.
+//! The modules form a one-way chain: each uses only those before it
+//! (`tests/layering.rs` keeps it so).
 //! - `error.rs`: [`ConfigError`] (`FILE:LINE:COLUMN: key: message`) and
 //!   [`ConfigErrors`].
+//! - `types.rs`: the setting types ([`StoreConfig`], [`KeySource`],
+//!   [`TimeSource`], [`AdminKey`], [`EnvoyOptions`](envoy::options::EnvoyOptions), …).
+//! - `defaults.rs` ([`defaults`]): every default, and each as the help
+//!   and the docs state it.
+//! - `values.rs` ([`values`]): the parsers of single values (limits,
+//!   durations, stores, networks, policy names), shared with the command
+//!   line.
+//! - `policy.rs`: one policy's quota built from its parts, for the file,
+//!   the Envoy rules and the seed routes alike; [`describe`].
+//! - `overrides.rs`: [`Overrides`], the settings as one source gives them.
+//! - `file/`: [`ConfigFile`] and [`PolicySpec`]: the TOML walk.
 //! - `envoy/`: envoyproxy/ratelimit's YAML rules ([`envoy::EnvoyConfig`])
 //!   and environment variables ([`envoy::environment::Environment`]).
+//! - `settings.rs`: [`Settings::resolve`], every source merged.
+//! - `lib.rs`: [`check_config`].
 
+pub mod defaults;
 pub mod envoy;
 mod error;
 mod file;
+mod overrides;
+mod policy;
 mod settings;
+mod types;
 pub mod values;
 
 pub use error::{ConfigError, ConfigErrors, Location};
 pub use file::{ConfigFile, PolicySpec};
-pub use settings::{
-    ADMIN_KEY_ENV, AdminKey, ConnectionLimits, DEFAULT_AUDIT_MAX_ROWS, KeySource, KeySourceKind,
-    Overrides, SEED_POLICIES, Settings, StoreConfig, StoreOptions, TimeSource,
+pub use overrides::Overrides;
+pub use policy::describe;
+pub use settings::{ConnectionLimits, Settings};
+pub use types::{
+    ADMIN_KEY_ENV, AdminKey, KeySource, KeySourceKind, SEED_POLICIES, StoreConfig, StoreOptions,
+    TimeSource,
 };
 
 /// Checks `path` as `serve` would load it (with no flags or environment):
@@ -98,31 +116,4 @@ pub fn check_config(path: &std::path::Path) -> Result<Vec<String>, ConfigErrors>
     let file = ConfigFile::load(path)?;
     let settings = Settings::resolve(Overrides::default(), Some(&file), None)?;
     Ok(settings.policies.iter().map(|def| describe(def)).collect())
-}
-
-/// One line of a policy's settings, as `check-config` prints it:
-/// `api: gcra, 100 per 60s, burst 20, shadow, on store error open, key
-/// [header:x-api-key], match GET,POST /api/*`.
-pub fn describe(def: &ratewarden_limiter::PolicyDef) -> String {
-    let mut line = def.policy.to_string();
-    if def.policy.mode == ratewarden_core::Mode::Shadow {
-        line.push_str(", shadow");
-    }
-    if def.policy.counts_denied() {
-        line.push_str(", counts denied attempts");
-    }
-    line.push_str(&format!(", on store error {}", def.on_store_error.as_str()));
-    if !def.key.is_empty() {
-        let parts: Vec<String> = def.key.iter().map(ToString::to_string).collect();
-        line.push_str(&format!(", key [{}]", parts.join(", ")));
-    }
-    if let Some(m) = &def.matcher {
-        let methods = m
-            .methods
-            .as_ref()
-            .map_or("any method".to_owned(), |m| m.join(","));
-        let path = m.path.as_ref().map_or("any path", |p| p.as_str());
-        line.push_str(&format!(", match {methods} {path}"));
-    }
-    line
 }

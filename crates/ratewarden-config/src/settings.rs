@@ -1,9 +1,8 @@
-//! The service's settings: [`Overrides`] as one source gives them (the
-//! command line with its environment variables, or the file), and the
-//! resolved [`Settings`] (precedence: flag > environment > file >
-//! default).
+//! The resolved [`Settings`]: every source's [`Overrides`] merged
+//! (precedence: flag > environment > file > envoyproxy/ratelimit's
+//! environment > [`crate::defaults`]), the seed routes' policies and the
+//! policy set built, and every error found.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::path::PathBuf;
@@ -11,273 +10,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ipnet::IpNet;
-use ratewarden_core::memory::DEFAULT_MAX_KEYS;
-use ratewarden_core::{Algorithm, Policy, Quota};
 use ratewarden_limiter::{FailureMode, PolicyDef, PolicySet};
-use ratewarden_redis::RedisConfig;
 
+use crate::defaults;
 use crate::envoy::EnvoyConfig;
-use crate::envoy::options::{EnvoyOptions, LimitHeaders};
 use crate::error::{ConfigError, ConfigErrors};
 use crate::file::{ConfigFile, PolicySpec};
-
-/// The environment variable that holds the admin key. Never a flag nor a
-/// file key, so it cannot leak through `ps`, shell history or a
-/// checked-in file.
-pub const ADMIN_KEY_ENV: &str = "RATEWARDEN_ADMIN_KEY";
-
-/// The names of the seed routes' policies, which their own settings
-/// (`ping_*`, `check_*`) define.
-pub const SEED_POLICIES: [&str; 2] = ["ping", "check"];
-
-/// Where limiter state is kept. The one place that names every store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreConfig {
-    /// In this process's memory: the fastest, lost at exit, not shared.
-    Memory,
-    /// Embedded SQLite at this path.
-    Sqlite(PathBuf),
-    /// A Redis server, shared by every instance that uses it.
-    Redis(RedisConfig),
-}
-
-impl fmt::Display for StoreConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreConfig::Memory => f.write_str("memory"),
-            StoreConfig::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
-            // Redacted: the URL's password is never shown.
-            StoreConfig::Redis(config) => write!(f, "{config}"),
-        }
-    }
-}
-
-/// What opening a store needs besides where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreOptions {
-    /// How long audit-log rows are kept (stores with an audit log only).
-    pub audit_retention: Duration,
-    /// One audit-log row per this many allowed requests: 1 every one (the
-    /// seed's behaviour, the default), 0 none.
-    pub audit_sample: u64,
-    /// The most audit-log rows kept; past it the oldest are pruned
-    /// (stores with an audit log only).
-    pub audit_max_rows: u64,
-    /// The memory store's bound on keys.
-    pub max_keys: NonZeroU64,
-    /// The SQLite store's WAL limit, in pages (`wal_autocheckpoint`);
-    /// `None`: the store's default (50,000, about 200 MB).
-    pub wal_autocheckpoint: Option<u32>,
-    /// The longest one call to a networked store (Redis) may take before it
-    /// counts as unavailable.
-    pub call_timeout: Duration,
-}
-
-impl Default for StoreOptions {
-    /// `serve`'s defaults: seven days and at most 10,000,000 rows of audit
-    /// log, 2,000,000 keys in memory, 100 ms calls.
-    fn default() -> StoreOptions {
-        StoreOptions {
-            audit_retention: Duration::from_secs(7 * 24 * 60 * 60),
-            audit_sample: 1,
-            audit_max_rows: DEFAULT_AUDIT_MAX_ROWS,
-            max_keys: DEFAULT_MAX_KEYS,
-            wal_autocheckpoint: None,
-            call_timeout: Duration::from_millis(100),
-        }
-    }
-}
-
-/// `ping_key` as written: `header`, `peer-ip` or `forwarded`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeySourceKind {
-    /// The `X-Client-Key` header (seed A; a client can forge it).
-    Header,
-    /// The TCP peer address.
-    PeerIp,
-    /// `X-Forwarded-For` from trusted proxies.
-    Forwarded,
-}
-
-impl KeySourceKind {
-    /// Parses `header`, `peer-ip` or `forwarded`.
-    ///
-    /// # Errors
-    /// A message naming the value.
-    pub fn parse(s: &str) -> Result<KeySourceKind, String> {
-        match s {
-            "header" => Ok(KeySourceKind::Header),
-            "peer-ip" => Ok(KeySourceKind::PeerIp),
-            "forwarded" => Ok(KeySourceKind::Forwarded),
-            _ => Err(format!(
-                "'{s}' is not a key source; expected header, peer-ip or forwarded"
-            )),
-        }
-    }
-}
-
-/// Where GET /ping takes its key from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
-    /// The `X-Client-Key` header; `127.0.0.1` when missing or empty.
-    Header,
-    /// The TCP peer IP address.
-    PeerIp,
-    /// The rightmost `X-Forwarded-For` address that is not a trusted proxy
-    /// ([`Settings::trusted_proxies`]), when the peer itself is a trusted
-    /// proxy; otherwise the peer address.
-    Forwarded,
-}
-
-/// Whose clock decides windows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeSource {
-    /// This machine's clock.
-    Local,
-    /// Redis `TIME`: the local clock corrected by an offset to Redis,
-    /// measured at start and every second.
-    Redis,
-}
-
-impl TimeSource {
-    /// Parses `local` or `redis`.
-    ///
-    /// # Errors
-    /// A message naming the value.
-    pub fn parse(s: &str) -> Result<TimeSource, String> {
-        match s {
-            "local" => Ok(TimeSource::Local),
-            "redis" => Ok(TimeSource::Redis),
-            _ => Err(format!(
-                "'{s}' is not a time source; expected local or redis"
-            )),
-        }
-    }
-}
-
-/// The admin key. Its `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AdminKey(String);
-
-impl AdminKey {
-    /// `None` for an unset or empty key: every admin action is then
-    /// refused (fail closed, seed B).
-    pub fn new(key: Option<String>) -> Option<AdminKey> {
-        key.filter(|k| !k.is_empty()).map(AdminKey)
-    }
-
-    /// The key's bytes, for a constant-time comparison.
-    pub fn as_bytes(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-}
-
-impl fmt::Debug for AdminKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AdminKey(<redacted>)")
-    }
-}
-
-/// Settings as one source gives them; `None`: not given there. Every
-/// `serve` flag has a field, and a key of the same name in the file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Overrides {
-    /// `listen`: the HTTP address.
-    pub listen: Option<SocketAddr>,
-    /// `grpc_listen`: the gRPC address (Envoy's rate limit service and
-    /// health); none: no gRPC server.
-    pub grpc_listen: Option<SocketAddr>,
-    /// `envoy_config`: envoyproxy/ratelimit's YAML rules, a file or a
-    /// directory (relative to the working directory).
-    pub envoy_config: Option<PathBuf>,
-    /// `db`: the SQLite file when `store` is not given.
-    pub db: Option<PathBuf>,
-    /// `store`.
-    pub store: Option<StoreConfig>,
-    /// `ping_limit`: GET /ping's requests per window.
-    pub ping_limit: Option<u64>,
-    /// `ping_window`: GET /ping's window, in whole seconds.
-    pub ping_window_secs: Option<u64>,
-    /// `ping_algorithm`.
-    pub ping_algorithm: Option<Algorithm>,
-    /// `check_limit`: POST /rate/check's events per window.
-    pub check_limit: Option<u64>,
-    /// `check_window`: POST /rate/check's window, in whole seconds.
-    pub check_window_secs: Option<u64>,
-    /// `ping_key`.
-    pub ping_key: Option<KeySourceKind>,
-    /// `trusted_proxies`.
-    pub trusted_proxies: Option<Vec<IpNet>>,
-    /// `on_store_error`: the default of every policy.
-    pub on_store_error: Option<FailureMode>,
-    /// `time_source`.
-    pub time_source: Option<TimeSource>,
-    /// `store_timeout_ms`: the longest Redis call, in milliseconds.
-    pub store_timeout_ms: Option<u64>,
-    /// `audit_retention`: how long audit rows are kept, in whole seconds.
-    pub audit_retention_secs: Option<u64>,
-    /// `audit_sample`: one audit row per this many allowed requests (0: none).
-    pub audit_sample: Option<u64>,
-    /// `audit_max_rows`: the most audit rows kept.
-    pub audit_max_rows: Option<u64>,
-    /// `max_keys`: the memory store's bound on keys.
-    pub max_keys: Option<NonZeroU64>,
-    /// `wal_autocheckpoint`: the SQLite WAL limit, in pages.
-    pub wal_autocheckpoint: Option<u32>,
-    /// `max_body_bytes`.
-    pub max_body_bytes: Option<usize>,
-    /// `header_read_timeout`, in seconds.
-    pub header_read_timeout_secs: Option<u64>,
-    /// `idle_timeout`, in seconds.
-    pub idle_timeout_secs: Option<u64>,
-    /// `max_connections`.
-    pub max_connections: Option<usize>,
-    /// `envoy_max_descriptors`: the most descriptors one Envoy call may carry.
-    pub envoy_max_descriptors: Option<usize>,
-    /// `envoy_limit_headers`: the reference's `RateLimit-Limit` /
-    /// `-Remaining` / `-Reset` headers in Envoy answers; `Some(None)`: off.
-    pub envoy_limit_headers: Option<Option<LimitHeaders>>,
-    /// `envoy_require_rules`: health is down while no Envoy rules domain
-    /// is loaded.
-    pub envoy_require_rules: Option<bool>,
-}
-
-impl Overrides {
-    /// Each field from `self` when given, else from `lower`.
-    pub fn or(self, lower: Overrides) -> Overrides {
-        Overrides {
-            listen: self.listen.or(lower.listen),
-            grpc_listen: self.grpc_listen.or(lower.grpc_listen),
-            envoy_config: self.envoy_config.or(lower.envoy_config),
-            db: self.db.or(lower.db),
-            store: self.store.or(lower.store),
-            ping_limit: self.ping_limit.or(lower.ping_limit),
-            ping_window_secs: self.ping_window_secs.or(lower.ping_window_secs),
-            ping_algorithm: self.ping_algorithm.or(lower.ping_algorithm),
-            check_limit: self.check_limit.or(lower.check_limit),
-            check_window_secs: self.check_window_secs.or(lower.check_window_secs),
-            ping_key: self.ping_key.or(lower.ping_key),
-            trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
-            on_store_error: self.on_store_error.or(lower.on_store_error),
-            time_source: self.time_source.or(lower.time_source),
-            store_timeout_ms: self.store_timeout_ms.or(lower.store_timeout_ms),
-            audit_retention_secs: self.audit_retention_secs.or(lower.audit_retention_secs),
-            audit_sample: self.audit_sample.or(lower.audit_sample),
-            audit_max_rows: self.audit_max_rows.or(lower.audit_max_rows),
-            max_keys: self.max_keys.or(lower.max_keys),
-            wal_autocheckpoint: self.wal_autocheckpoint.or(lower.wal_autocheckpoint),
-            max_body_bytes: self.max_body_bytes.or(lower.max_body_bytes),
-            header_read_timeout_secs: self
-                .header_read_timeout_secs
-                .or(lower.header_read_timeout_secs),
-            idle_timeout_secs: self.idle_timeout_secs.or(lower.idle_timeout_secs),
-            max_connections: self.max_connections.or(lower.max_connections),
-            envoy_max_descriptors: self.envoy_max_descriptors.or(lower.envoy_max_descriptors),
-            envoy_limit_headers: self.envoy_limit_headers.or(lower.envoy_limit_headers),
-            envoy_require_rules: self.envoy_require_rules.or(lower.envoy_require_rules),
-        }
-    }
-}
+use crate::overrides::Overrides;
+use crate::policy::{PolicyParts, Site, Sited};
+use crate::types::{
+    AdminKey, EnvoyOptions, KeySource, KeySourceKind, SEED_POLICIES, StoreConfig, StoreOptions,
+    TimeSource,
+};
 
 /// How client connections are bounded: the defaults are 10 s, 60 s and
 /// what the file-descriptor limit allows.
@@ -349,18 +93,9 @@ pub struct Settings {
     pub environment: Overrides,
 }
 
-/// The defaults of every setting.
-const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-/// `audit_max_rows`: about 1 GB of audit log (about 100 bytes a row with
-/// its index), which a flood of allowed requests reaches in minutes
-/// rather than filling the disk.
-pub const DEFAULT_AUDIT_MAX_ROWS: u64 = 10_000_000;
-
-const DEFAULT_DB: &str = "./ratewarden.db";
-
 impl Settings {
     /// Resolves `given` (flags and environment) over `file` over the
-    /// defaults; `admin_key` comes from [`ADMIN_KEY_ENV`].
+    /// defaults; `admin_key` comes from [`ADMIN_KEY_ENV`](crate::ADMIN_KEY_ENV).
     ///
     /// # Errors
     /// Every combination error found (a quota the engine refuses,
@@ -437,22 +172,18 @@ impl Settings {
         };
         let o = own.or(environment.clone());
         let mut errors = Vec::new();
-        let listen = o.listen.unwrap_or_else(|| {
-            DEFAULT_LISTEN
-                .parse()
-                .unwrap_or_else(|_| unreachable!("the default address parses"))
-        });
+        let listen = o.listen.unwrap_or(defaults::LISTEN);
         let store = o
             .store
-            .unwrap_or_else(|| StoreConfig::Sqlite(o.db.unwrap_or_else(|| DEFAULT_DB.into())));
-        let time_source = o.time_source.unwrap_or(TimeSource::Local);
+            .unwrap_or_else(|| StoreConfig::Sqlite(o.db.unwrap_or_else(|| defaults::DB.into())));
+        let time_source = o.time_source.unwrap_or(defaults::TIME_SOURCE);
         if time_source == TimeSource::Redis && !matches!(store, StoreConfig::Redis(_)) {
             errors.push(ConfigError::general(
                 "time_source redis (--time-source redis) needs a redis://… store",
             ));
         }
         let trusted = o.trusted_proxies.unwrap_or_default();
-        let ping_key = match o.ping_key.unwrap_or(KeySourceKind::Header) {
+        let ping_key = match o.ping_key.unwrap_or(defaults::PING_KEY) {
             KeySourceKind::Header => KeySource::Header,
             KeySourceKind::PeerIp => KeySource::PeerIp,
             KeySourceKind::Forwarded if trusted.is_empty() => {
@@ -465,37 +196,48 @@ impl Settings {
             }
             KeySourceKind::Forwarded => KeySource::Forwarded,
         };
-        let on_store_error = o.on_store_error.unwrap_or(FailureMode::Open);
-        let mut seed = |name: &'static str, algorithm, limit, window_secs, what: &str| {
-            match Quota::new(limit, Duration::from_secs(window_secs)) {
-                // Seed A counts refused attempts; the flag is ignored by
-                // the other algorithms.
-                Ok(quota) => Some(PolicyDef::new(
-                    Policy::new(name, algorithm, quota.counting_denied()),
-                    on_store_error,
-                )),
-                Err(e) => {
-                    errors.push(ConfigError::general(format!("{what}: {e}")));
-                    None
-                }
-            }
+        let on_store_error = o.on_store_error.unwrap_or(defaults::ON_STORE_ERROR);
+        let mut seed = |name: &'static str, algorithm, limit: u64, window_secs, keys: [&str; 2]| {
+            // Not written anywhere: the keys stand for where.
+            let site = |key: String| Site {
+                location: None,
+                key,
+            };
+            let parts = PolicyParts {
+                site: site(keys.join("/")),
+                algorithm: Some(algorithm),
+                limit: Some(Sited {
+                    value: limit,
+                    site: site(keys[0].to_owned()),
+                }),
+                window: Some(Duration::from_secs(window_secs)),
+                burst: None,
+                count_denied: None,
+                shadow: false,
+            };
+            let since = errors.len();
+            let mut built = parts.build(&mut errors, since)?;
+            // Seed A counts refused attempts; the flag is ignored by the
+            // other algorithms.
+            built.quota = built.quota.counting_denied();
+            Some(PolicyDef::new(built.named(name), on_store_error))
         };
         let ping = seed(
-            "ping",
-            o.ping_algorithm.unwrap_or(Algorithm::FixedWindow),
-            o.ping_limit.unwrap_or(3),
-            o.ping_window_secs.unwrap_or(60),
-            "ping_limit/ping_window",
+            SEED_POLICIES[0],
+            o.ping_algorithm.unwrap_or(defaults::PING_ALGORITHM),
+            o.ping_limit.unwrap_or(defaults::PING_LIMIT),
+            o.ping_window_secs.unwrap_or(defaults::PING_WINDOW_SECS),
+            ["ping_limit", "ping_window"],
         );
         let check = seed(
-            "check",
-            Algorithm::SlidingLog,
-            o.check_limit.unwrap_or(10),
-            o.check_window_secs.unwrap_or(60),
-            "check_limit/check_window",
+            SEED_POLICIES[1],
+            defaults::CHECK_ALGORITHM,
+            o.check_limit.unwrap_or(defaults::CHECK_LIMIT),
+            o.check_window_secs.unwrap_or(defaults::CHECK_WINDOW_SECS),
+            ["check_limit", "check_window"],
         );
         // The Envoy limits' names stay clear of the other policies'.
-        let taken = ["ping", "check"]
+        let taken = SEED_POLICIES
             .into_iter()
             .chain(specs.iter().map(|spec| spec.policy.name.as_ref()));
         let envoy = match &o.envoy_config {
@@ -533,28 +275,40 @@ impl Settings {
                 envoy_options: EnvoyOptions {
                     max_descriptors: o
                         .envoy_max_descriptors
-                        .unwrap_or(EnvoyOptions::default().max_descriptors),
-                    limit_headers: o.envoy_limit_headers.flatten(),
-                    require_rules: o.envoy_require_rules.unwrap_or(false),
+                        .unwrap_or(defaults::ENVOY_MAX_DESCRIPTORS),
+                    limit_headers: o
+                        .envoy_limit_headers
+                        .unwrap_or(defaults::ENVOY_LIMIT_HEADERS),
+                    require_rules: o
+                        .envoy_require_rules
+                        .unwrap_or(defaults::ENVOY_REQUIRE_RULES),
                 },
                 store,
                 ping_key,
                 trusted_proxies: trusted,
                 time_source,
-                store_timeout: Duration::from_millis(o.store_timeout_ms.unwrap_or(100)),
+                store_timeout: Duration::from_millis(
+                    o.store_timeout_ms.unwrap_or(defaults::STORE_TIMEOUT_MS),
+                ),
                 admin_key,
-                audit_retention: Duration::from_secs(o.audit_retention_secs.unwrap_or(604_800)),
-                audit_sample: o.audit_sample.unwrap_or(1),
-                audit_max_rows: o.audit_max_rows.unwrap_or(DEFAULT_AUDIT_MAX_ROWS),
-                max_keys: o.max_keys.unwrap_or(DEFAULT_MAX_KEYS),
+                audit_retention: Duration::from_secs(
+                    o.audit_retention_secs
+                        .unwrap_or(defaults::AUDIT_RETENTION_SECS),
+                ),
+                audit_sample: o.audit_sample.unwrap_or(defaults::AUDIT_SAMPLE),
+                audit_max_rows: o.audit_max_rows.unwrap_or(defaults::AUDIT_MAX_ROWS),
+                max_keys: o.max_keys.unwrap_or(defaults::MAX_KEYS),
                 wal_autocheckpoint: o.wal_autocheckpoint,
-                max_body_bytes: o.max_body_bytes.unwrap_or(16_384),
+                max_body_bytes: o.max_body_bytes.unwrap_or(defaults::MAX_BODY_BYTES),
                 on_store_error,
                 connections: ConnectionLimits {
                     header_read_timeout: Duration::from_secs(
-                        o.header_read_timeout_secs.unwrap_or(10),
+                        o.header_read_timeout_secs
+                            .unwrap_or(defaults::HEADER_READ_TIMEOUT_SECS),
                     ),
-                    idle_timeout: Duration::from_secs(o.idle_timeout_secs.unwrap_or(60)),
+                    idle_timeout: Duration::from_secs(
+                        o.idle_timeout_secs.unwrap_or(defaults::IDLE_TIMEOUT_SECS),
+                    ),
                     max_connections: o.max_connections,
                 },
                 policies,
@@ -629,6 +383,57 @@ impl PolicySpec {
             on_store_error: self.on_store_error.unwrap_or(default),
             key: self.key.clone(),
             matcher: self.matcher.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_nothing_given_every_setting_is_its_default() {
+        let s = Settings::resolve(Overrides::default(), None, None).unwrap();
+        assert_eq!(s.listen, defaults::LISTEN);
+        assert_eq!(s.grpc_listen, None);
+        assert_eq!(s.store, StoreConfig::Sqlite(defaults::DB.into()));
+        assert_eq!(s.ping_key, KeySource::Header);
+        assert_eq!(defaults::PING_KEY, KeySourceKind::Header);
+        assert!(s.trusted_proxies.is_empty());
+        assert_eq!(s.time_source, defaults::TIME_SOURCE);
+        assert_eq!(s.on_store_error, defaults::ON_STORE_ERROR);
+        assert_eq!(s.store_options(), StoreOptions::default());
+        assert_eq!(s.envoy_options, EnvoyOptions::default());
+        assert_eq!(s.max_body_bytes, defaults::MAX_BODY_BYTES);
+        assert_eq!(
+            (
+                s.connections.header_read_timeout,
+                s.connections.idle_timeout
+            ),
+            (
+                Duration::from_secs(defaults::HEADER_READ_TIMEOUT_SECS),
+                Duration::from_secs(defaults::IDLE_TIMEOUT_SECS)
+            )
+        );
+        assert_eq!(s.connections.max_connections, None);
+        for (name, algorithm, limit, window_secs) in [
+            (
+                "ping",
+                defaults::PING_ALGORITHM,
+                defaults::PING_LIMIT,
+                defaults::PING_WINDOW_SECS,
+            ),
+            (
+                "check",
+                defaults::CHECK_ALGORITHM,
+                defaults::CHECK_LIMIT,
+                defaults::CHECK_WINDOW_SECS,
+            ),
+        ] {
+            let policy = &s.policies.get(name).unwrap().policy;
+            assert_eq!(policy.algorithm, algorithm, "{name}");
+            assert_eq!(policy.quota.limit(), limit, "{name}");
+            assert_eq!(policy.quota.window(), Duration::from_secs(window_secs));
         }
     }
 }

@@ -13,7 +13,7 @@ use ratewarden_core::Algorithm;
 use ratewarden_core::quota::MAX_COUNT;
 use ratewarden_redis::RedisConfig;
 
-use crate::settings::StoreConfig;
+use crate::types::{LimitHeaders, StoreConfig};
 
 /// The longest window or duration any setting takes: 100 years.
 pub const MAX_WINDOW_SECS: u64 = 100 * 365 * 24 * 60 * 60;
@@ -229,7 +229,7 @@ pub fn parse_net(s: &str) -> Result<IpNet, String> {
 /// are refused, not resolved, with a hint of what to write instead; so
 /// are a missing, empty or out-of-range port.
 pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    socket_addr(s, 8080)
+    socket_addr(s, crate::defaults::LISTEN.port())
 }
 
 /// The gRPC address (`grpc_listen`, `--grpc-listen`): as [`parse_listen`],
@@ -357,6 +357,51 @@ pub fn store_for_display(s: &str) -> String {
     }
 }
 
+/// The largest `envoy_max_descriptors` accepted.
+pub const MAX_MAX_DESCRIPTORS: usize = 65_536;
+
+/// `envoy_max_descriptors`: a whole number from 1 to [`MAX_MAX_DESCRIPTORS`].
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_max_descriptors(s: &str) -> Result<usize, String> {
+    check_max_descriptors(whole_number(s)?)
+}
+
+/// [`parse_max_descriptors`]'s range check on a number.
+///
+/// # Errors
+/// A message naming the value.
+pub fn check_max_descriptors(n: u64) -> Result<usize, String> {
+    match usize::try_from(n) {
+        Ok(n @ 1..=MAX_MAX_DESCRIPTORS) => Ok(n),
+        _ => Err(format!(
+            "{n} is not from 1 to {MAX_MAX_DESCRIPTORS} descriptors"
+        )),
+    }
+}
+
+/// `envoy_limit_headers`: `off` (none, the default), `on` (the
+/// reference's names), or three header names separated by commas.
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_limit_headers(s: &str) -> Result<Option<LimitHeaders>, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "off" => return Ok(None),
+        "on" => return Ok(Some(LimitHeaders::default())),
+        _ => {}
+    }
+    let names: Vec<&str> = s.split(',').map(str::trim).collect();
+    match names.as_slice() {
+        [limit, remaining, reset] => LimitHeaders::new(limit, remaining, reset).map(Some),
+        _ => Err(format!(
+            "'{s}' is not off, on or three header names LIMIT,REMAINING,RESET \
+             (e.g. X-RateLimit-Limit,X-RateLimit-Remaining,X-RateLimit-Reset)"
+        )),
+    }
+}
+
 /// A policy name: 1 to 64 characters of `[A-Za-z0-9_.-]`
 /// ([`ratewarden_limiter::check_policy_name`]).
 pub fn check_policy_name(s: &str) -> Result<&str, String> {
@@ -405,6 +450,30 @@ mod tests {
         assert!(check_policy_name("api.v1-per_user").is_ok());
         for bad in ["", "a b", "a/b", "ä", &"x".repeat(65)] {
             assert!(check_policy_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn limit_headers_are_off_on_or_three_names() {
+        assert_eq!(parse_limit_headers("off"), Ok(None));
+        assert_eq!(parse_limit_headers("ON"), Ok(Some(LimitHeaders::default())));
+        let custom =
+            parse_limit_headers("X-RateLimit-Limit, X-RateLimit-Remaining,X-RateLimit-Reset")
+                .unwrap()
+                .unwrap();
+        assert_eq!(custom.remaining, "X-RateLimit-Remaining");
+        for bad in ["", "a,b", "a,b,c,d", "a b,c,d", "a,,c", "x:y,b,c", "a,A,c"] {
+            let e = parse_limit_headers(bad).unwrap_err();
+            assert!(e.contains('\''), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_descriptor_cap_is_from_one_to_its_maximum() {
+        assert_eq!(parse_max_descriptors("1"), Ok(1));
+        assert_eq!(parse_max_descriptors("65536"), Ok(65_536));
+        for bad in ["0", "65537", "-1", "x", ""] {
+            assert!(parse_max_descriptors(bad).is_err(), "{bad}");
         }
     }
 }

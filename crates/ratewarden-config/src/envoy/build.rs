@@ -1,19 +1,21 @@
-//! One file's raw model (`yaml.rs`) built into a domain's tree of rules
+//! One file's raw model (`yaml/`) built into a domain's tree of rules
 //! (`tree.rs`), each limit a policy of the decision layer named by its
-//! path; every error of the file collected with its position.
+//! path (its quota built by [`PolicyParts::build`], as the policy file's
+//! are); every error of the file collected with its position.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratewarden_core::{Algorithm, Policy, Quota};
+use ratewarden_core::Algorithm;
 use ratewarden_limiter::{FailureMode, PolicyDef};
 use sha2::{Digest, Sha256};
 
 use super::tree::{Domain, Limit, Node, Rule, Unit};
 use super::yaml::{RawDescriptor, RawFile, RawRateLimit};
 use crate::error::{ConfigError, Location};
-use crate::values::{check_burst, parse_algorithm, parse_duration};
+use crate::policy::{PolicyParts, Site, Sited};
+use crate::values::{parse_algorithm, parse_duration};
 
 /// Builds one file's domain from its raw model, collecting errors.
 pub(super) struct Builder {
@@ -157,20 +159,7 @@ impl Builder {
                 );
             }
         }
-        let unit = match &r.unit {
-            Some((text, unit_at)) if !text.is_empty() => match Unit::parse(text) {
-                Some(u) => Some(u),
-                None => {
-                    self.error(
-                        unit_at,
-                        &format!("{key}.unit"),
-                        format!("'{text}' is not a unit; expected second, minute, hour, day, week, month or year"),
-                    );
-                    None
-                }
-            },
-            _ => None,
-        };
+        let unit = self.unit(r, &key);
         let replaces: Vec<String> = r.replaces.iter().map(|(n, _)| n.clone()).collect();
         if r.unlimited {
             if unit.is_some() || r.window.is_some() {
@@ -188,46 +177,7 @@ impl Builder {
                 value_to_metric_on_path: vtm,
             });
         }
-        // An empty unit (`unit:`, `unit: ""`, `unit: ~`) is no unit: the
-        // reference refuses it unless the limit is unlimited (regression:
-        // it silently dropped the limit).
-        let unit_given = r.unit.as_ref().filter(|(text, _)| !text.is_empty());
-        let window = match (&r.window, unit, unit_given) {
-            (Some((_, w_at)), _, Some(_)) => {
-                self.error(
-                    w_at,
-                    &format!("{key}.window"),
-                    "give unit or window, not both",
-                );
-                None
-            }
-            (Some((text, w_at)), _, None) => match parse_duration(text) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    self.error(w_at, &format!("{key}.window"), e);
-                    None
-                }
-            },
-            (None, Some(u), _) => u.seconds().map(Duration::from_secs),
-            (None, None, Some(_)) => None, // reported above
-            (None, None, None) if r.unit.is_some() => {
-                let unit_at = r.unit.as_ref().map_or(&at, |(_, a)| a);
-                self.error(
-                    unit_at,
-                    &format!("{key}.unit"),
-                    "the unit is empty; expected second, minute, hour, day, week, month or year",
-                );
-                None
-            }
-            (None, None, None) => {
-                self.error(
-                    &at,
-                    &key,
-                    "a limit needs a unit (second, minute, hour, day, week, month, year), a window (extension, e.g. 30s) or unlimited: true",
-                );
-                None
-            }
-        };
+        let window = self.window(r, unit, &at, &key);
         let algorithm = match &r.algorithm {
             None => Some(Algorithm::FixedWindow),
             Some((text, a_at)) => match parse_algorithm(text) {
@@ -238,44 +188,28 @@ impl Builder {
                 }
             },
         };
-        if let (Some((_, b_at)), Some(a)) = (&r.burst, algorithm)
-            && a != Algorithm::Gcra
-        {
-            self.error(
-                b_at,
-                &format!("{key}.burst"),
-                format!("burst applies to algorithm gcra only, not {a}"),
-            );
-        }
-        let (Some(window), Some(algorithm)) = (window, algorithm) else {
-            return None;
+        let site = |location: &Location, key: String| Site {
+            location: Some(location.clone()),
+            key,
         };
-        let quota = match Quota::new(u64::from(r.requests_per_unit), window) {
-            Ok(q) => q,
-            Err(e) => {
-                self.error(&at, &key, e.to_string());
-                return None;
-            }
+        let parts = PolicyParts {
+            site: site(&at, key.clone()),
+            algorithm,
+            limit: Some(Sited {
+                value: u64::from(r.requests_per_unit),
+                site: site(&at, format!("{key}.requests_per_unit")),
+            }),
+            window,
+            burst: r.burst.as_ref().map(|(b, b_at)| Sited {
+                value: *b,
+                site: site(b_at, format!("{key}.burst")),
+            }),
+            count_denied: None,
+            shadow: d.shadow_mode,
         };
-        // The policy file's rule for a burst (regression: 0 and values
-        // past the largest limit were taken as given).
-        let quota = match &r.burst {
-            Some((b, b_at)) => match check_burst(*b) {
-                Ok(b) => quota.with_burst(b),
-                Err(e) => {
-                    self.error(b_at, &format!("{key}.burst"), e);
-                    return None;
-                }
-            },
-            None => quota,
-        };
-        if self.errors.len() != errors_before {
-            return None;
-        }
-        let mut policy = Policy::new(self.unique_name(path, identity), algorithm, quota);
-        if d.shadow_mode {
-            policy = policy.in_shadow();
-        }
+        let built = parts.build(&mut self.errors, errors_before)?;
+        let window = built.quota.window();
+        let policy = built.named(self.unique_name(path, identity));
         let def = Arc::new(PolicyDef::new(policy, self.failure));
         self.policies.push(Arc::clone(&def));
         let unit = unit.unwrap_or_else(|| {
@@ -297,5 +231,73 @@ impl Builder {
             detailed_metric: d.detailed_metric,
             value_to_metric_on_path: vtm,
         })
+    }
+
+    /// `unit`, when given and not empty.
+    fn unit(&mut self, r: &RawRateLimit, key: &str) -> Option<Unit> {
+        match &r.unit {
+            Some((text, unit_at)) if !text.is_empty() => match Unit::parse(text) {
+                Some(u) => Some(u),
+                None => {
+                    self.error(
+                        unit_at,
+                        &format!("{key}.unit"),
+                        format!("'{text}' is not a unit; expected second, minute, hour, day, week, month or year"),
+                    );
+                    None
+                }
+            },
+            _ => None,
+        }
+    }
+
+    /// The window a limited rule's `unit` or `window` gives.
+    fn window(
+        &mut self,
+        r: &RawRateLimit,
+        unit: Option<Unit>,
+        at: &Location,
+        key: &str,
+    ) -> Option<Duration> {
+        // An empty unit (`unit:`, `unit: ""`, `unit: ~`) is no unit: the
+        // reference refuses it unless the limit is unlimited (regression:
+        // it silently dropped the limit).
+        let unit_given = r.unit.as_ref().filter(|(text, _)| !text.is_empty());
+        match (&r.window, unit, unit_given) {
+            (Some((_, w_at)), _, Some(_)) => {
+                self.error(
+                    w_at,
+                    &format!("{key}.window"),
+                    "give unit or window, not both",
+                );
+                None
+            }
+            (Some((text, w_at)), _, None) => match parse_duration(text) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    self.error(w_at, &format!("{key}.window"), e);
+                    None
+                }
+            },
+            (None, Some(u), _) => u.seconds().map(Duration::from_secs),
+            (None, None, Some(_)) => None, // reported by `unit`
+            (None, None, None) if r.unit.is_some() => {
+                let unit_at = r.unit.as_ref().map_or(at, |(_, a)| a);
+                self.error(
+                    unit_at,
+                    &format!("{key}.unit"),
+                    "the unit is empty; expected second, minute, hour, day, week, month or year",
+                );
+                None
+            }
+            (None, None, None) => {
+                self.error(
+                    at,
+                    key,
+                    "a limit needs a unit (second, minute, hour, day, week, month, year), a window (extension, e.g. 30s) or unlimited: true",
+                );
+                None
+            }
+        }
     }
 }

@@ -21,9 +21,11 @@
 //!   position; `build.rs`: the raw model built into a domain's rules;
 //!   `tree.rs`: the rules and the reference's lookup; `files.rs`: which
 //!   files a path names.
-//! - `environment.rs`: envoyproxy/ratelimit's environment variables
+//! - `environment/`: envoyproxy/ratelimit's environment variables
 //!   (`RUNTIME_ROOT`, `REDIS_URL`, …) as settings.
-//! - `options.rs`: the Envoy service's settings beside its rules.
+//! - `options.rs`: the Envoy service's settings beside its rules (the
+//!   types, parsers and defaults of every setting live below this module:
+//!   `types.rs`, [`crate::values`], [`crate::defaults`]).
 //!
 //! ```
 //! use std::path::Path;
@@ -59,6 +61,7 @@ use tree::Node;
 pub use tree::{Domain, Found, Limit, Rule, Unit};
 
 use crate::error::{ConfigError, ConfigErrors, Location};
+use crate::policy::describe;
 
 /// The rules of every domain, read from one file or a directory.
 #[derive(Debug, Clone, Default)]
@@ -280,7 +283,7 @@ impl EnvoyConfig {
                 let mut line = match &rule.limit {
                     Limit::Unlimited => format!("{}: unlimited", rule.path),
                     // `path: algorithm, …`
-                    Limit::Limited { def, .. } => crate::describe(def),
+                    Limit::Limited { def, .. } => describe(def),
                 };
                 if !rule.name.is_empty() {
                     line.insert_str(rule.path.len(), &format!(" ({})", rule.name));

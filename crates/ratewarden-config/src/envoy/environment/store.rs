@@ -7,7 +7,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use ratewarden_redis::RedisConfig;
 
 use super::{Environment, Own, Vars};
-use crate::settings::StoreConfig;
+use crate::types::StoreConfig;
 use crate::values::check_timeout_ms;
 
 /// The reference's `REDIS_URL` default (with `REDIS_SOCKET_TYPE` `unix`).

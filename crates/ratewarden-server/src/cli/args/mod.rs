@@ -19,7 +19,7 @@ use ratewarden_config::values::{
     parse_store, parse_timeout_ms, parse_timeout_secs, parse_wal_autocheckpoint, store_for_display,
 };
 use ratewarden_config::{
-    ConfigErrors, ConfigFile, KeySourceKind, Overrides, Settings, StoreConfig, TimeSource,
+    ConfigErrors, ConfigFile, KeySourceKind, Overrides, Settings, StoreConfig, TimeSource, defaults,
 };
 use ratewarden_core::Algorithm;
 use ratewarden_limiter::FailureMode;
@@ -68,8 +68,10 @@ pub struct CheckConfigArgs {
 }
 
 /// Flags of `ratewarden serve`. Every one is optional here: what is not
-/// given comes from the configuration file, else the default (shown).
+/// given comes from the configuration file, else the default (shown, as
+/// [`show_default`] reads it from `ratewarden_config::defaults`).
 #[derive(Debug, Clone, Args)]
+#[command(mut_args(show_default))]
 pub struct ServeArgs {
     /// A TOML configuration file (settings and policies; reloaded on SIGHUP
     /// and when it changes). See docs/configuration.md.
@@ -77,13 +79,12 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
 
     /// Address to listen on: an IP address and a port (port 0: any free
-    /// one) [default: 127.0.0.1:8080].
+    /// one).
     #[arg(long, env = "RATEWARDEN_LISTEN", value_name = "ADDR", value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,
 
     /// Address of the gRPC server: Envoy's rate limit service
-    /// (`envoy.service.ratelimit.v3`) and `grpc.health.v1` [default: none,
-    /// no gRPC server]. See docs/envoy.md.
+    /// (`envoy.service.ratelimit.v3`) and `grpc.health.v1`. See docs/envoy.md.
     #[arg(long, env = "RATEWARDEN_GRPC_LISTEN", value_name = "ADDR",
           value_parser = parse_grpc_listen)]
     pub grpc_listen: Option<SocketAddr>,
@@ -93,44 +94,44 @@ pub struct ServeArgs {
     #[arg(long, env = "RATEWARDEN_ENVOY_CONFIG", value_name = "FILE|DIR")]
     pub envoy_config: Option<PathBuf>,
 
-    /// SQLite database file, created when missing [default: ./ratewarden.db].
+    /// SQLite database file, created when missing.
     #[arg(long, env = "RATEWARDEN_DB", value_name = "PATH")]
     pub db: Option<PathBuf>,
 
     /// Where limiter state lives: `memory` (this process only, lost at exit),
     /// `sqlite:PATH` or `redis://HOST:PORT/DB` (shared by every instance
     /// using it; port 6379 and database 0 when left out, as in
-    /// `redis://127.0.0.1/0`). Default: SQLite at `--db`.
+    /// `redis://127.0.0.1/0`).
     #[arg(long, env = "RATEWARDEN_STORE", value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB", value_parser = StoreParser)]
     pub store: Option<StoreConfig>,
 
-    /// Requests allowed per window on GET /ping; 0 refuses every request [default: 3].
+    /// Requests allowed per window on GET /ping; 0 refuses every request.
     #[arg(long, env = "RATEWARDEN_PING_LIMIT", value_name = "N",
           value_parser = parse_limit, allow_negative_numbers = true)]
     pub ping_limit: Option<u64>,
 
-    /// Window length of GET /ping, in whole seconds [default: 60].
+    /// Window length of GET /ping, in whole seconds.
     #[arg(long, env = "RATEWARDEN_PING_WINDOW", value_name = "SECS",
           value_parser = parse_secs, allow_negative_numbers = true)]
     pub ping_window: Option<u64>,
 
-    /// Checks allowed per sliding window on POST /rate/check, per user and endpoint [default: 10].
+    /// Checks allowed per sliding window on POST /rate/check, per user and endpoint.
     #[arg(long, env = "RATEWARDEN_CHECK_LIMIT", value_name = "N",
           value_parser = parse_limit, allow_negative_numbers = true)]
     pub check_limit: Option<u64>,
 
-    /// Sliding-window length of POST /rate/check, in whole seconds [default: 60].
+    /// Sliding-window length of POST /rate/check, in whole seconds.
     #[arg(long, env = "RATEWARDEN_CHECK_WINDOW", value_name = "SECS",
           value_parser = parse_secs, allow_negative_numbers = true)]
     pub check_window: Option<u64>,
 
     /// The algorithm behind GET /ping: `fixed_window` (seed A), `sliding_log`,
-    /// `sliding_window` or `gcra` (see docs/algorithms.md) [default: fixed_window].
+    /// `sliding_window` or `gcra` (see docs/algorithms.md).
     #[arg(long, env = "RATEWARDEN_PING_ALGORITHM", value_name = "ALGORITHM",
           value_parser = parse_algorithm)]
     pub ping_algorithm: Option<Algorithm>,
 
-    /// Where GET /ping takes its key from [default: header].
+    /// Where GET /ping takes its key from.
     #[arg(long, env = "RATEWARDEN_PING_KEY", value_enum)]
     pub ping_key: Option<KeySourceArg>,
 
@@ -142,38 +143,37 @@ pub struct ServeArgs {
 
     /// What a decision does when the store cannot be reached, for policies
     /// that set nothing else: `open` allows the request (logged and
-    /// counted), `closed` answers 503 [default: open].
+    /// counted), `closed` answers 503.
     #[arg(long, env = "RATEWARDEN_ON_STORE_ERROR", value_enum)]
     pub on_store_error: Option<FailureArg>,
 
     /// Whose clock decides windows: `local` (this machine's) or `redis`
     /// (Redis `TIME`, so every instance on one Redis shares one clock; only
-    /// with a `redis://` store) [default: local].
+    /// with a `redis://` store).
     #[arg(long, env = "RATEWARDEN_TIME_SOURCE", value_enum)]
     pub time_source: Option<TimeSourceArg>,
 
     /// The longest one Redis call may take, in milliseconds; past it the
-    /// store counts as unavailable and `--on-store-error` applies [default: 100].
+    /// store counts as unavailable and `--on-store-error` applies.
     #[arg(long, env = "RATEWARDEN_STORE_TIMEOUT_MS", value_name = "MS",
           value_parser = parse_timeout_ms, allow_negative_numbers = true)]
     pub store_timeout_ms: Option<u64>,
 
     /// How long audit-log rows (one per allowed /ping) are kept, in whole
-    /// seconds [default: 604800, 7 days].
+    /// seconds.
     #[arg(long, env = "RATEWARDEN_AUDIT_RETENTION", value_name = "SECS",
           value_parser = parse_secs, allow_negative_numbers = true)]
     pub audit_retention: Option<u64>,
 
     /// Keep one audit-log row per N allowed /ping requests: 1 keeps every
-    /// one (the seed's behaviour), 0 turns the audit log off [default: 1].
+    /// one (the seed's behaviour), 0 turns the audit log off.
     #[arg(long, env = "RATEWARDEN_AUDIT_SAMPLE", value_name = "N",
           value_parser = parse_audit_sample, allow_negative_numbers = true)]
     pub audit_sample: Option<u64>,
 
     /// SQLite: the most audit-log rows kept; past it the oldest are
     /// pruned (beside --audit-retention), counted in
-    /// ratewarden_audit_rows_pruned_total{reason="size"} [default:
-    /// 10000000, about 1 GB].
+    /// ratewarden_audit_rows_pruned_total{reason="size"}.
     #[arg(long, env = "RATEWARDEN_AUDIT_MAX_ROWS", value_name = "ROWS",
           value_parser = parse_audit_max_rows, allow_negative_numbers = true)]
     pub audit_max_rows: Option<u64>,
@@ -181,7 +181,7 @@ pub struct ServeArgs {
     /// Memory store: the most keys held (per policy and algorithm). At the
     /// bound, expired keys are swept; if none has expired, a new key is a
     /// store failure and --on-store-error (or the policy's own) decides,
-    /// while keys already held are decided exactly [default: 2000000].
+    /// while keys already held are decided exactly.
     #[arg(long, env = "RATEWARDEN_MAX_KEYS", value_name = "N",
           value_parser = parse_max_keys, allow_negative_numbers = true)]
     pub max_keys: Option<NonZeroU64>,
@@ -190,40 +190,37 @@ pub struct ServeArgs {
     /// checkpoints it so that it starts over. Under steady writes the -wal
     /// file grows to about this size, and never past twice it (plus one
     /// transaction), where the writer waits for the checkpoint; smaller
-    /// pauses decisions (for the checkpoint's fsyncs) more often
-    /// [default: 50000, about 200 MB].
+    /// pauses decisions (for the checkpoint's fsyncs) more often.
     #[arg(long, env = "RATEWARDEN_WAL_AUTOCHECKPOINT", value_name = "PAGES",
           value_parser = parse_wal_autocheckpoint, allow_negative_numbers = true)]
     pub wal_autocheckpoint: Option<u32>,
 
-    /// Largest accepted request body, in bytes; larger ones get 413 [default: 16384].
+    /// Largest accepted request body, in bytes; larger ones get 413.
     #[arg(long, env = "RATEWARDEN_MAX_BODY_BYTES", value_name = "BYTES",
           value_parser = parse_body_limit, allow_negative_numbers = true)]
     pub max_body_bytes: Option<usize>,
 
     /// A request whose headers are not complete this many seconds after
     /// the connection opened (or after its first byte, on a kept-alive
-    /// connection) gets 408 and the connection is closed [default: 10].
+    /// connection) gets 408 and the connection is closed.
     #[arg(long, env = "RATEWARDEN_HEADER_READ_TIMEOUT", value_name = "SECS",
           value_parser = parse_timeout_secs, allow_negative_numbers = true)]
     pub header_read_timeout: Option<u64>,
 
     /// A kept-alive connection without a request for this many seconds
-    /// after its last answer is closed [default: 60].
+    /// after its last answer is closed.
     #[arg(long, env = "RATEWARDEN_IDLE_TIMEOUT", value_name = "SECS",
           value_parser = parse_timeout_secs, allow_negative_numbers = true)]
     pub idle_timeout: Option<u64>,
 
     /// The most client connections open at once; at the maximum the
-    /// oldest one without a request in progress is closed to make room
-    /// [default: the file-descriptor limit less a reserve].
+    /// oldest one without a request in progress is closed to make room.
     #[arg(long, env = "RATEWARDEN_MAX_CONNECTIONS", value_name = "N",
           value_parser = parse_max_connections, allow_negative_numbers = true)]
     pub max_connections: Option<usize>,
 
     /// The most descriptors one Envoy rate limit call (gRPC or POST /json)
-    /// may carry; more are refused with INVALID_ARGUMENT (400 on /json)
-    /// [default: 256].
+    /// may carry; more are refused with INVALID_ARGUMENT (400 on /json).
     #[arg(long, env = "RATEWARDEN_ENVOY_MAX_DESCRIPTORS", value_name = "N",
           value_parser = parse_max_descriptors, allow_negative_numbers = true)]
     pub envoy_max_descriptors: Option<usize>,
@@ -231,17 +228,36 @@ pub struct ServeArgs {
     /// envoyproxy/ratelimit's optional response headers in Envoy answers,
     /// of the most restrictive descriptor: `off`, `on` (RateLimit-Limit,
     /// RateLimit-Remaining, RateLimit-Reset) or three names
-    /// LIMIT,REMAINING,RESET [default: off].
+    /// LIMIT,REMAINING,RESET.
     #[arg(long, env = "RATEWARDEN_ENVOY_LIMIT_HEADERS", value_name = "off|on|LIMIT,REMAINING,RESET",
           value_parser = limit_headers_arg)]
     pub envoy_limit_headers: Option<LimitHeadersArg>,
 
     /// GET /healthcheck and gRPC health report the service down while no
-    /// Envoy rules domain is loaded [default: false].
+    /// Envoy rules domain is loaded.
     #[arg(long, env = "RATEWARDEN_ENVOY_REQUIRE_RULES", value_name = "BOOL",
           num_args = 0..=1, default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub envoy_require_rules: Option<bool>,
+}
+
+/// `arg`'s help with `[default: …]` when it is a setting: the default as
+/// [`defaults::documented`] states it. The flags stay `Option`s (clap's
+/// own defaults would hide whether a flag was given, and a file or a
+/// variable ranks below a flag only when it was not).
+fn show_default(arg: clap::Arg) -> clap::Arg {
+    let Some(default) = defaults::stated(arg.get_id().as_str()) else {
+        return arg;
+    };
+    let shown = |help: Option<&clap::builder::StyledStr>| {
+        let help = help.map(ToString::to_string).unwrap_or_default();
+        format!("{help} [default: {default}]")
+    };
+    let help = shown(arg.get_help());
+    match arg.get_long_help().map(|long| shown(Some(long))) {
+        Some(long_help) => arg.help(help).long_help(long_help),
+        None => arg.help(help),
+    }
 }
 
 /// `--envoy-limit-headers`: `None` for `off`.
@@ -386,6 +402,26 @@ mod tests {
 
     fn policy<'s>(s: &'s Settings, name: &str) -> &'s Policy {
         &s.policies.get(name).unwrap().policy
+    }
+
+    #[test]
+    fn the_help_shows_every_setting_with_the_config_crates_default() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let serve = cli.find_subcommand("serve").unwrap();
+        for setting in defaults::documented() {
+            let arg = serve
+                .get_arguments()
+                .find(|a| a.get_id() == setting.key)
+                .unwrap_or_else(|| panic!("no flag for {}", setting.key));
+            assert_eq!(
+                arg.get_long().map(|l| format!("--{l}")),
+                Some(setting.flag.to_owned())
+            );
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let shown = format!("[default: {}]", setting.default);
+            assert!(help.ends_with(&shown), "{}: {help}", setting.flag);
+        }
     }
 
     #[test]
