@@ -1009,10 +1009,10 @@ async fn a_key_longer_than_4096_bytes_is_refused_not_a_500() {
     assert_eq!(app.calls(), 0);
 }
 
-/// Regression: `MissingKey::Skip` once also skipped a policy when the key
-/// the client itself sent was too long, so any client escaped a `header:`
-/// or `query:` policy by sending a value over 4096 bytes. A too-long key
-/// is never "missing": it is refused with 400 whatever `MissingKey` says.
+/// `MissingKey::Skip` never skips a policy because the key the client
+/// itself sent is too long, or any client would escape a `header:` or
+/// `query:` policy by sending a value over 4096 bytes. A too-long key is
+/// never "missing": it is refused with 400 whatever `MissingKey` says.
 #[tokio::test]
 async fn missing_key_skip_does_not_let_an_oversized_client_key_escape_the_limit() {
     let clock = clock();
