@@ -130,7 +130,7 @@ def main() -> int:
             # 3.11's ast.parse, which Hypothesis calls to describe its
             # filters, is not safe in two threads at once (it fails with
             # "SystemError: AST constructor recursion depth mismatch",
-            # cpython#106905), so two workers failed a CI run at random.
+            # cpython#106905), so two workers fail at random.
             run = subprocess.run(
                 [args.schemathesis, "--config-file", str(here / "schemathesis.toml"),
                  "run", f"{base}/openapi.json",

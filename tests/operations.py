@@ -455,8 +455,8 @@ def refused_admin_attempts_are_counted_and_summarised(binary, tmp):
         refused = sample(s.metrics(), "ratewarden_admin_refusals_total", reason="wrong")
         assert refused == 500, refused
         # The burst stopped: its summary still comes at the 10-second
-        # interval's end (regression: it waited for the next refusal, which
-        # never comes); the deadline only tells that from a busy machine.
+        # interval's end, not at the next refusal, which never comes; the
+        # deadline only tells that from a busy machine.
         deadline = time.time() + 40
         while not any("499 more" in line for line in s.text().splitlines()[lines_before:]):
             assert time.time() < deadline, s.text()[-2000:]

@@ -3,11 +3,12 @@
 //! [`ManualClock`].
 //!
 //! Design decision: [`SystemClock`] reads the CPU's counter, not the
-//! system time, on every call. `SystemTime::now` is a vDSO call that cost
-//! about 46 ns per decision on the benchmark VM, more than the memory
-//! store's whole GCRA decision; the invariant TSC read by `quanta` costs a
-//! fraction of it. The counter is anchored to the system time, so the
-//! clock keeps answering Unix time: see [`SystemClock`] for the bound.
+//! system time, on every call. `SystemTime::now` is a vDSO call that costs
+//! more than the memory store's whole GCRA decision; the invariant TSC
+//! read by `quanta` costs a fraction of it
+//! (docs/design/memory-store.md#gcras-arithmetic-and-the-clock). The
+//! counter is anchored to the system time, so the clock keeps answering
+//! Unix time: see [`SystemClock`] for the bound.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

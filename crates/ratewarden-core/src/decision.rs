@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Whether a request passed. A denial is not an error (STYLE.md).
+/// Whether a request passed. A denial is not an error (ARCHITECTURE.md, "Invariants").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// The request passed and its cost was recorded.

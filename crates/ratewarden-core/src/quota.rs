@@ -23,7 +23,8 @@ pub struct Quota {
     count_denied: bool,
     /// `window_nanos / limit`, at least 1; 0 for a limit of 0. Computed
     /// once: GCRA needs it at every decision, and a 64-bit division is a
-    /// noticeable part of one (BENCHMARKS.md).
+    /// noticeable part of one
+    /// (docs/design/memory-store.md#gcras-arithmetic-and-the-clock).
     emission_interval: u64,
 }
 

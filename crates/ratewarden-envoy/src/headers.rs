@@ -18,9 +18,9 @@ const MAX_HEADER_NAME: usize = 128;
 /// `RateLimit-Policy` and `RateLimit`, one item per name (the most
 /// restrictive status when several descriptors share a rule's name). At
 /// most [`MAX_HEADER_ITEMS`] items, the most restrictive ones, with
-/// names cut to [`MAX_HEADER_NAME`] bytes (regression: a thousand
-/// descriptors with long values made headers of megabytes, which Envoy
-/// refuses).
+/// names cut to [`MAX_HEADER_NAME`] bytes: a thousand descriptors with
+/// long values would otherwise make headers of megabytes, which Envoy
+/// refuses.
 pub(crate) fn header_values(items: Vec<FieldItem<'_>>) -> Vec<HeaderValue> {
     let mut unique: Vec<FieldItem<'_>> = Vec::with_capacity(items.len());
     for item in items {

@@ -119,7 +119,7 @@ impl U64 {
 }
 
 /// serde's message in protobuf JSON's terms, without this module's type
-/// names (regression: messages said "untagged enum U64").
+/// names (serde's own would say "untagged enum U64").
 fn json_error(e: serde_json::Error) -> String {
     const TERMS: [(&str, &str); 6] = [
         (
@@ -254,7 +254,7 @@ fn is_zero(n: &u32) -> bool {
 /// unit name).
 pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
     // serde would also read a struct from a list of its fields' values
-    // (regression: `["d", [...], 0]` was decided).
+    // (`["d", [...], 0]`), which protobuf JSON does not allow.
     if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err("the body must be a JSON object (a RateLimitRequest)".into());
     }

@@ -340,9 +340,9 @@ fn plan<'a>(
         )
         .map_err(|e| ServiceError::InvalidArgument(format!("descriptors[{index}].limit: {e}")))?;
         let path = descriptor_path(&request.domain, &entries);
-        // One counter per domain, limit and unit (regression: two
-        // descriptors with the same entries and unit but other limits
-        // shared one counter, decided by whichever came first).
+        // One counter per domain, limit and unit: two descriptors with
+        // the same entries and unit but other limits must not share a
+        // counter, or whichever came first would decide both.
         let name = format!(
             "{}:limit:{}/{}",
             request.domain,
@@ -354,7 +354,7 @@ fn plan<'a>(
             rules.failure,
         ));
         // Every entry's key and value; a descriptor without entries has
-        // one counter too (regression: it was refused as a key of no part).
+        // one counter too (one empty part, since a key needs a part).
         let parts: Vec<&str> = if entries.is_empty() {
             vec![""]
         } else {
@@ -413,7 +413,7 @@ impl<'a> Plan<'a> {
 /// `replaces`: a limit whose `name` another limit of the same request
 /// replaces is not applied (the reference's rule: the names are gathered
 /// from every matched rule, unlimited ones included, before any is
-/// dropped; regression: an unlimited rule's `replaces` was ignored).
+/// dropped, so an unlimited rule's `replaces` counts too).
 fn drop_replaced(plans: &mut [Plan<'_>]) {
     let names: Vec<&str> = plans
         .iter()
@@ -438,9 +438,9 @@ const DIGEST_PART: &[u8] = b"\xffsha256";
 
 /// The counter key of a descriptor's `parts`. Parts longer than
 /// [`Key::MAX_BYTES`] (4096 bytes) together are counted under their
-/// SHA-256 digest, so padding a value never escapes a limit (regression:
-/// such descriptors were answered INVALID_ARGUMENT, which Envoy lets
-/// through with `failure_mode_deny: false`). The digest covers each
+/// SHA-256 digest, so padding a value never escapes a limit (answering
+/// INVALID_ARGUMENT instead would let them through: Envoy passes a
+/// request on an error with `failure_mode_deny: false`). The digest covers each
 /// part's length too, so other parts never give the same digest.
 ///
 /// # Errors

@@ -6,11 +6,11 @@
 //!
 //! Why that often: state expires whether or not requests arrive, and what
 //! expired during a pause in the load is best deleted during the pause.
-//! Once per window, a burst's state that expired while the service sat
-//! idle was deleted by the first sampled prune of the next burst, while
-//! every decision queued behind it on SQLite's one writer (BENCHMARKS.md:
-//! 120,000 sliding-log events after 90 s idle, 2 s at a tenth of the
-//! throughput). A prune that finds nothing costs an index seek per table.
+//! Pruned once per window, a burst's state that expired while the service
+//! sat idle would be deleted by the first sampled prune of the next burst,
+//! with every decision queued behind it on SQLite's one writer
+//! (docs/design/pruning.md#every-eighth-of-the-shortest-window). A prune
+//! that finds nothing costs an index seek per table.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -207,9 +207,9 @@ async fn repeated_checks_of_one_counter_count_together_and_costs_add() {
     assert!(limiter.check(&[]).await.unwrap().allowed);
 }
 
-/// Regression (a new-user trial): a check its own policy allowed, in a
-/// batch another policy denied, was counted as `allowed` although nothing
-/// was charged; and shadow denials showed among the most-denied keys.
+/// A check its own policy allowed, in a batch another policy denied, is
+/// charged nothing and so not counted as `allowed`; shadow denials do not
+/// show among the most-denied keys.
 #[tokio::test]
 async fn counts_follow_what_was_charged_and_shadow_denials_are_not_denied_keys() {
     let mut shadow = def("dry", Algorithm::FixedWindow, 0, FailureMode::Open);

@@ -532,8 +532,8 @@ impl Store for RedisStore {
 mod tests {
     use super::*;
 
-    /// What the client reports when the address answers HTTP (found by a
-    /// fresh user's trial: three lines, and no hint of the cause).
+    /// What the client reports when the address answers HTTP: one line
+    /// naming the likely cause, not the parser's three lines without one.
     #[test]
     fn a_reply_that_is_not_redis_is_one_line_naming_the_likely_cause() {
         let parse =

@@ -16,11 +16,12 @@
 //!   then `FCALL`. The library's top level runs once at load, so a call
 //!   runs only the batch itself; `EVALSHA` of the same code re-creates
 //!   every local function of `decimal.lua` and `batch.lua` on each call,
-//!   which made a third of the script's time (`INFO commandstats`,
-//!   BENCHMARKS.md). The library and its one function are named after the
-//!   code's SHA-1, so instances of different
-//!   versions sharing one Redis each call their own code; a library of an
-//!   older version stays until an operator deletes it (`FUNCTION DELETE`).
+//!   which made a third of the script's time
+//!   (docs/design/redis-script.md#fcall-and-evalsha). The library and its
+//!   one function are named after the code's SHA-1, so instances of
+//!   different versions sharing one Redis each call their own code; a
+//!   library of an older version stays until an operator deletes it
+//!   (`FUNCTION DELETE`).
 //!   Functions are kept in Redis's snapshots and replicated, unlike
 //!   scripts; after `FUNCTION FLUSH`, or a restart without persistence,
 //!   `FCALL` answers "Function not found" and the store loads the library

@@ -14,7 +14,7 @@ use ratewarden_server::startup::{Application, shutdown_signal};
 
 /// mimalloc: requests allocate on tokio threads and free on the SQLite
 /// thread; glibc's malloc pays for that cross-thread traffic in locks and
-/// consolidation (measured in BENCHMARKS.md).
+/// consolidation (docs/design/sqlite-write-path.md#the-allocator).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

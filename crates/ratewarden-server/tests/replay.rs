@@ -360,8 +360,8 @@ fn invalid_flags_are_refused_with_status_2_naming_the_flag() {
 
 #[test]
 fn a_time_past_2262_stops_with_status_2_instead_of_being_allowed_twice() {
-    // The tester's repro: past i64::MAX nanoseconds GCRA's stored instant
-    // saturated below the request time, so every request was allowed.
+    // Past i64::MAX nanoseconds GCRA's stored instant would saturate below
+    // the request time, and every request would be allowed.
     let dir = tempfile::tempdir().expect("a temporary directory");
     let db = dir.path().join("late.db");
     let sqlite = format!("sqlite:{}", db.display());
@@ -559,8 +559,8 @@ fn memory_and_sqlite_print_identical_decisions_for_every_algorithm() {
 fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
     // Redis counts a TTL on its own clock while a replay decides at its
     // trace's times: with the service's 1 s slack, a replay slower than its
-    // trace (the tester paused 2.5 s between two requests of a 1 s fixed
-    // window) found its count expired and allowed a request it must deny.
+    // trace (2.5 s between two requests of a 1 s fixed window) would find
+    // its count expired and allow a request it must deny.
     let redis = ratewarden_testkit::redis_server::RedisServer::start();
     let store = redis.url();
     let args = [
@@ -597,8 +597,8 @@ fn redis_keeps_a_replays_state_a_day_whatever_the_traces_windows() {
 
 #[test]
 fn an_address_that_answers_http_is_one_line_saying_it_is_no_redis() {
-    // A fresh user's trial pointed --store at an HTTP server and got three
-    // lines of parser output ("Unexpected `33`"), with no hint.
+    // --store pointed at an HTTP server: the Redis client's own report is
+    // three lines of parser output ("Unexpected `33`"), with no hint.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     let port = listener.local_addr().expect("its address").port();
     std::thread::spawn(move || {

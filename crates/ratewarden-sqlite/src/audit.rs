@@ -7,10 +7,10 @@
 //! requests, about 100 bytes a row, so a flood of them fills a disk long
 //! before seven days pass, and then every decision fails. Its rows are
 //! pruned on every prune of the store, whatever algorithm it is for, so
-//! that a policy set without a fixed window (whose prune used to carry
-//! the audit log's) still keeps the log in bounds. `id` is the rowid,
-//! given in insertion order (the largest plus one), so the rows past the
-//! bound are the smallest ids: one index seek finds them.
+//! that a policy set without a fixed window still keeps the log in
+//! bounds. `id` is the rowid, given in insertion order (the largest plus
+//! one), so the rows past the bound are the smallest ids: one index seek
+//! finds them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,10 +5,10 @@
 //! Why: with SQLite's default, the connection that commits runs a
 //! checkpoint itself whenever the WAL reaches 1,000 frames — copying them
 //! and `fsync`ing the WAL and the database file — and every decision waits
-//! for the one writer meanwhile. With 10,000 random keys nearly every
-//! decision dirties a page of its own, so that is a checkpoint every few
-//! hundred milliseconds under load, and on a busy disk its `fsync` took up
-//! to 199 ms: p99s of 230–775 ms (BENCHMARKS.md, run 3).
+//! for the one writer meanwhile. With random keys nearly every decision
+//! dirties a page of its own, so under load that is a checkpoint every few
+//! hundred milliseconds, each an `fsync` that a busy disk can make long
+//! (docs/design/sqlite-checkpoints.md#checkpoints-off-the-writer).
 //!
 //! How: the worker wakes this thread after each commit; the thread runs a
 //! `PASSIVE` checkpoint (it never blocks the writer nor waits for it) at
@@ -26,41 +26,36 @@
 //! time: when the worker's attempt meets this thread's pass, it does
 //! nothing and the WAL grows on. How often that happens depends on the
 //! machine, not on the code: on a busy one, where this thread runs late
-//! and long, the WAL grew to many times its limit. So the limit is also a hard one, [`HARD_LIMIT_FACTOR`]
-//! times the setting ([`WalLimit`]): there the worker waits for its turn
-//! (this thread's pass, if one runs, ends first; the two take turns on one
-//! mutex) and runs a `RESTART` checkpoint, which copies what is left and
-//! waits, up to the busy timeout, for other processes' readers and
-//! writers, so that the next commit starts the WAL over. The `-wal` file
-//! thus never grows past twice the limit plus one transaction, however
-//! starved this thread is; only a reader of another process that keeps
-//! one snapshot open past the busy timeout can hold it longer (SQLite
-//! cannot start over a WAL that a reader still uses), which is logged.
+//! and long, the WAL can grow to many times its limit. So the limit is
+//! also a hard one, [`HARD_LIMIT_FACTOR`] times the setting
+//! ([`WalLimit`]): there the worker waits for its turn (this thread's
+//! pass, if one runs, ends first; the two take turns on one mutex) and
+//! runs a `RESTART` checkpoint, which copies what is left and waits, up
+//! to the busy timeout, for other processes' readers and writers, so that
+//! the next commit starts the WAL over. The `-wal` file thus never grows
+//! past twice the limit plus one transaction, however starved this thread
+//! is; only a reader of another process that keeps one snapshot open past
+//! the busy timeout can hold it longer (SQLite cannot start over a WAL
+//! that a reader still uses), which is logged.
 //!
-//! The worker's checkpoint is a pause of every decision whatever it copies: it
-//! `fsync`s the WAL and the database file, and the writer's first commit
-//! into the restarted WAL `fsync`s the WAL's new header (three `fsync`s,
-//! 5–25 ms on a busy disk; `perf trace` in BENCHMARKS.md). Any steady
-//! load, not only a saturating one, reaches the limit: at 6,700 decisions
-//! a second the background pass never finds a moment without a new
-//! commit either. So the limit sets how often decisions pause: at 10,000
-//! pages (40 MB) `/rate/check` on 10,000 users paused 3.5 times a second
-//! and its p99 was 4.6 times the memory store's; at 50,000 (200 MB) it is
-//! 1.6–1.7 times (BENCHMARKS.md, "The writer's own checkpoint").
+//! The worker's checkpoint is a pause of every decision whatever it
+//! copies: it `fsync`s the WAL and the database file, and the writer's
+//! first commit into the restarted WAL `fsync`s the WAL's new header.
+//! Any steady load, not only a saturating one, reaches the limit: the
+//! background pass never finds a moment without a new commit either. So
+//! the limit sets how often decisions pause, and its price is disk
+//! (docs/design/sqlite-checkpoints.md#the-writers-own-checkpoint).
 //!
 //! That checkpoint also `fsync`s the database file, and a passive pass
 //! that never catches up with the writer never does (SQLite syncs the file
 //! only once a checkpoint has copied the whole WAL): every page the
-//! background passes copied since the last such checkpoint was still
-//! waiting to be written to disk, and the writer's `fsync` waited for all
-//! of them, 14–31 ms on a VM's disk about once a second under
-//! `/rate/check` on 10,000 users, whose index pages are spread over the
-//! file (`perf trace`; its p99 15–21 ms against the memory store's 4 ms).
-//! So this thread also flushes the database file itself (`fdatasync`,
-//! through the lock's descriptor of it: `lock.rs`) each time it has
-//! copied [`FLUSH_FRAMES`] more frames into it: the writer's `fsync` then
-//! finds at most that much left (5–8 ms; p99 3.7–4.3 ms; BENCHMARKS.md,
-//! "The writer's wait for the database file").
+//! background passes copied since the last such checkpoint would still be
+//! waiting to be written to disk, and the writer's `fsync` would wait for
+//! all of them. So this thread also flushes the database file itself
+//! (`fdatasync`, through the lock's descriptor of it: `lock.rs`) each
+//! time it has copied [`FLUSH_FRAMES`] more frames into it, and the
+//! writer's `fsync` finds at most that much left
+//! (docs/design/sqlite-checkpoints.md#flushing-the-database-file).
 //! PostgreSQL's checkpointer spreads its writes to disk for the same
 //! reason (`checkpoint_flush_after`).
 //!

@@ -7,10 +7,9 @@
 //! worker's `BEGIN IMMEDIATE` transaction, so the read and the increment
 //! are one atomic step. (Seed A's own order, increment first and read the
 //! count back with `RETURNING`, gives the same answers but costs more:
-//! SQLite buffers `RETURNING` rows in a temporary table, 45,000
-//! instructions per decision against 33,000 for the read and the upsert,
-//! callgrind, in BENCHMARKS.md.) `rw_fixed_window` keeps one row per
-//! (policy, key): the current window's index and count.
+//! SQLite buffers `RETURNING` rows in a temporary table;
+//! docs/design/sqlite-write-path.md#read-then-upsert.) `rw_fixed_window`
+//! keeps one row per (policy, key): the current window's index and count.
 
 use std::time::Duration;
 

@@ -116,9 +116,9 @@ pub struct SqliteOptions {
     /// keeps a read transaction open past the busy timeout). Each such
     /// checkpoint pauses every decision for its `fsync`s. Default 50,000
     /// (about 200 MB), which keeps those pauses out of the p99
-    /// (BENCHMARKS.md); smaller keeps the file smaller and pauses more
-    /// often. 0 is taken as 1 (SQLite's 0 would let the WAL grow without
-    /// bound).
+    /// (docs/design/sqlite-checkpoints.md#the-writers-own-checkpoint);
+    /// smaller keeps the file smaller and pauses more often. 0 is taken as
+    /// 1 (SQLite's 0 would let the WAL grow without bound).
     pub wal_autocheckpoint: u32,
 }
 

@@ -2,8 +2,8 @@
 //! [`StepSize::rows`] rows, and the worker runs a prune as a series of
 //! such steps, one transaction each, with the decisions queued meanwhile
 //! in between (`worker.rs`). One `DELETE` of everything due could hold the
-//! one writer for a second: a burst of 180,000 sliding-log events a
-//! minute earlier stalled every decision for 0.6–1 s (BENCHMARKS.md).
+//! one writer, and so every decision, for a second
+//! (docs/design/pruning.md#short-steps).
 //!
 //! The step's size follows its cost: a row of the seed's `rate_events`
 //! (three B-trees, one of them in key order) costs several times a GCRA

@@ -14,8 +14,8 @@ pub const INSTALL: &str = "apt-get install -y redis-server";
 /// `--store-timeout-ms` for a ratewarden that tests run on such a server,
 /// in milliseconds: 10 s instead of the default 100 ms. Tests assert exact
 /// answers, and with 100 ms a call slowed by a busy machine fails open (an
-/// uncounted 200) and fails the test at random: a loaded CI machine let
-/// 22 and 33 requests through where the limit was 20.
+/// uncounted 200, one more request through than the limit) and fails the
+/// test at random.
 pub const TEST_STORE_TIMEOUT_MS: &str = "10000";
 
 /// [`TEST_STORE_TIMEOUT_MS`] as a `Duration`, for tests that configure a

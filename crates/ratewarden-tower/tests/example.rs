@@ -3,9 +3,9 @@
 //! over HTTP: the two routes, their two policies, the missing-user answer,
 //! and limits that survive a restart.
 //!
-//! The app decides on a `ManualClock` (regression: on the system clock,
-//! a minute boundary falling between the test's logins reset the window
-//! of `logins` and failed it, about one run in a hundred).
+//! The app decides on a `ManualClock`: on the system clock, a minute
+//! boundary falling between the test's logins would reset the window of
+//! `logins` and fail the test at random.
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -306,10 +306,10 @@ async fn a_call_that_can_never_pass_has_no_retry_after() {
     assert_eq!(metadata(&status, "retry-after"), None);
 }
 
-/// Regression: a call that can never pass (limit 0) once carried a
-/// `RetryInfo` without a delay, which tells gRPC clients (AIP-193) the call
-/// is retryable. Like the HTTP answer's missing `Retry-After`, it is left
-/// out when waiting never helps.
+/// A call that can never pass (limit 0) carries no `RetryInfo`: one
+/// without a delay tells gRPC clients (AIP-193) the call is retryable.
+/// Like the HTTP answer's missing `Retry-After`, it is left out when
+/// waiting never helps.
 #[tokio::test]
 async fn a_call_that_can_never_pass_carries_no_retry_info() {
     let clock = clock();

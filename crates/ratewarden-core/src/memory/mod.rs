@@ -99,7 +99,7 @@ impl MemoryStore {
     /// This store with room for at most `max_keys` entries (keys with
     /// state, counted per policy and algorithm, as [`MemoryStore::len`]).
     /// An entry takes 54 to 200 bytes and a sliding log 16 more per
-    /// instant it holds events of (BENCHMARKS.md, "Memory per idle key").
+    /// instant it holds events of (docs/design/memory-store.md#memory-per-key).
     ///
     /// At the bound, a check that would store a new key is a store
     /// failure, [`StoreFull`] ([`StoreError::Unavailable`] through
@@ -186,7 +186,8 @@ impl MemoryStore {
     /// to itself (`&mut`, so no other thread can touch it): the same
     /// decision on the same state, without taking the shard's lock, two
     /// atomic instructions that are about a fifth of a decision's time
-    /// (BENCHMARKS.md). `ratewarden replay`'s deciding thread uses it.
+    /// (docs/design/memory-store.md#the-shards-lock). `ratewarden
+    /// replay`'s deciding thread uses it.
     ///
     /// # Errors
     /// As [`MemoryStore::acquire_single_now`].

@@ -2,7 +2,7 @@
 //! per policy and algorithm), counted across every shard.
 //!
 //! Why a count of entries, and one for the whole store: an entry is 54 to
-//! 200 bytes (BENCHMARKS.md, "Memory per idle key"), so a count bounds
+//! 200 bytes (docs/design/memory-store.md#memory-per-key), so a count bounds
 //! memory within a small factor, is exact under any key distribution,
 //! however small the bound (a bound per shard would refuse keys while
 //! other shards have room), and costs one compare-and-swap per new key;
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The default bound: 2,000,000 entries, about 200 to 400 MB of memory
-/// (README, "The memory store's bound").
+/// (docs/stores.md#the-memory-stores-bound).
 pub const DEFAULT_MAX_KEYS: NonZeroU64 = match NonZeroU64::new(2_000_000) {
     Some(n) => n,
     None => unreachable!(),

@@ -127,8 +127,9 @@ fn expired_state_is_swept_so_memory_follows_the_active_keys() {
     );
 }
 
-/// Regression: shrinking a table after a sweep rehashed every entry to
-/// 0, so later lookups missed and the key got a second, fresh entry.
+/// A table shrunk after a sweep must rehash each entry by its own hash:
+/// rehashing every entry to 0 makes later lookups miss, and the key gets
+/// a second, fresh entry.
 #[test]
 fn keys_are_found_again_after_a_sweep_shrinks_the_table() {
     let store = MemoryStore::with_shards(1);
@@ -157,14 +158,14 @@ fn keys_are_found_again_after_a_sweep_shrinks_the_table() {
     assert_eq!(store.len(), 1);
 }
 
-/// Regression: the memory store kept `(k+1)·W` / `(k+2)·W` instead of
-/// the window index; near the end of time that product saturated, the
-/// index read back wrong and the sliding window admitted without limit.
+/// The store keeps the window index, not `(k+1)·W` / `(k+2)·W`: near the
+/// end of time that product saturates, the index would read back wrong
+/// and the sliding window admit without limit.
 #[test]
 fn window_state_survives_when_the_window_end_overflows() {
     let store = MemoryStore::new();
     let t = |n: u64| Attempt::one(Timestamp::from_unix_nanos(n));
-    // The testkit's failing input: (k+2)·W passes u64::MAX.
+    // (k+2)·W passes u64::MAX.
     let max = i64::MAX as u64;
     let p = policy(Algorithm::SlidingWindow, 2, Duration::from_nanos(max));
     let key = Key::single("sliding").unwrap();

@@ -275,8 +275,9 @@ local function batch(keys, kb, argv, base, n, out)
   if n == 1 then
     -- One item is its own batch: an item has a write only when it is
     -- allowed or is a fixed window counting a denial, and either way the
-    -- rule below writes it. No tables to settle (a tenth of a lone GCRA
-    -- call's instructions in Redis, BENCHMARKS.md).
+    -- rule below writes it. No tables to settle: they cost about a tenth
+    -- of a lone GCRA call's instructions in Redis
+    -- (docs/design/redis-script.md#a-batch-of-one).
     local code, flags = argv[base], argv[base + 1]
     local never, counts = flagged(flags)
     local ok, write, s1, s2, s3 = decide[code](argv, keys[kb + 1], never, counts, base + 1, true)

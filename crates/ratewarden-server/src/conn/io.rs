@@ -69,8 +69,8 @@ connection: close\r\n\
 \r\n\
 {\"type\":\"urn:ratewarden:problem:request-timeout\",\"title\":\"Request Timeout\",\"status\":408,\"detail\":\"the request headers came too slowly\"}";
 
-/// A client connection's socket with the connection rules of README's
-/// "Hardening" section (see the module docs).
+/// A client connection's socket with the connection rules of
+/// docs/operations.md#hardening (see the module docs).
 #[derive(Debug)]
 pub(crate) struct GuardedIo {
     stream: TcpStream,

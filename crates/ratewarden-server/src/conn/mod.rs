@@ -1,9 +1,10 @@
-//! Serving HTTP/1.1 connections under the connection rules of README's
-//! "Hardening" section: a header read timeout (408), an idle keep-alive timeout, a
-//! maximum of open connections at which the oldest one without a request
-//! in progress is closed to make room, a lingering close, and an answer
-//! to every request that was counted, also to a client that half-closed
-//! its side after sending it (hyper's `half_close`).
+//! Serving HTTP/1.1 connections under the connection rules of
+//! docs/operations.md#hardening: a header read timeout (408), an idle
+//! keep-alive timeout, a maximum of open connections at which the oldest
+//! one without a request in progress is closed to make room, a lingering
+//! close, and an answer to every request that was counted, also to a
+//! client that half-closed its side after sending it (hyper's
+//! `half_close`).
 //!
 //! - [`serve`]: the accept loop and graceful shutdown.
 //! - `io.rs`: `io::GuardedIo`, the socket that enforces the timeouts.

@@ -100,7 +100,7 @@ pub fn route<S: Clone + Send + Sync + 'static>(api: Document) -> Router<S> {
 #[cfg(test)]
 mod tests {
     /// Client generators name methods after operation ids: each route has
-    /// its own (regression: every one was `handle`, the handlers' name).
+    /// its own, not the handlers' shared function name `handle`.
     #[test]
     fn every_operation_has_an_id_of_its_own() {
         let (_, api) = crate::http::routes_and_api().split_for_parts();

@@ -438,12 +438,11 @@ mod tests {
             .map(|p| p.policy.quota.limit())
     }
 
-    /// Regression (a clean-clone CI run): the watcher was placed by the
-    /// reload task once it ran, and it took its first snapshot then. A
-    /// file replaced in between sent no event and matched that snapshot,
-    /// so the change was never applied. Here the change comes after the
-    /// file was read and before the reloader is even made, the widest
-    /// the gap can be.
+    /// A watcher placed by the reload task once it runs would take its
+    /// first snapshot then: a file replaced in between sends no event and
+    /// matches that snapshot, so the change would never be applied. Here
+    /// the change comes after the file was read and before the reloader
+    /// is even made, the widest the gap can be.
     #[cfg(unix)] // `run`'s SIGHUP stream
     #[tokio::test]
     async fn a_change_before_the_watcher_is_in_place_is_applied() {

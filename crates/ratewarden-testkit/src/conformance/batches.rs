@@ -20,9 +20,9 @@ const BATCH_CASES: u32 = 96;
 
 /// Two policies with the same algorithm, quota and key never share state,
 /// and a reset of one (a key, or a prefix such as seed B's "every
-/// endpoint of user 5") never clears the other's: the regression for
-/// `DELETE /rate/reset/5` clearing `/ping`'s counter of client key `5`
-/// when both were sliding logs. A policy of the same name but another
+/// endpoint of user 5") never clears the other's: `DELETE /rate/reset/5`
+/// must leave `/ping`'s counter of client key `5` alone, also when both
+/// are sliding logs. A policy of the same name but another
 /// algorithm is another counter too (a changed algorithm starts afresh).
 pub async fn policies_have_state_of_their_own(store: Arc<dyn Store>, algorithm: Algorithm) {
     let store = &*store;

@@ -1,5 +1,5 @@
 //! `GET /metrics`: the Prometheus text exposition of every metric the
-//! service records through the `metrics` facade (README, "Monitoring").
+//! service records through the `metrics` facade (docs/operations.md#metrics).
 //!
 //! The recorder is process-global: [`install`] sets it up once, before
 //! the first [`ratewarden_limiter::Limiter`] registers its handles
