@@ -1,22 +1,55 @@
-//! One request of the trace decided through the [`Store`] trait: a batch
-//! of one check, as the limiter sends for a request of one policy.
+//! How one request of the trace is decided, on the store the replay was
+//! given (`Arc<dyn Store>`, from the one function that opens stores).
 //!
-//! A store's answer is polled once where it is asked for, and only an
-//! answer that has to wait (Redis's round trip, SQLite's writer thread)
-//! goes to the async runtime. The memory store never waits, and a
-//! runtime's `block_on` per request, with its context switch in and out,
-//! would cost more than its decision; the deciding thread stays inside
-//! the runtime's context throughout, so a future that does wait finds
-//! its timers and sockets from its first poll.
+//! - **A memory store that no one else holds** ([`Arc::get_mut`]) is
+//!   decided on with [`MemoryStore::acquire_single_mut`]: the same
+//!   decision on the same state as through [`Store::acquire`], from the
+//!   key's bytes, without the lock that sharing needs, without building a
+//!   [`Key`] and a batch per request and without a future. The deciding
+//!   thread is the store's only user, and it sets the replay's pace: that
+//!   overhead would be most of a decision's cost.
+//! - **Any other store** goes through [`Store::acquire`], a batch of one
+//!   check, as the limiter sends for a request of one policy, awaited on a
+//!   current-thread runtime (Redis needs its timers and sockets).
 
-use std::task::{Context, Poll, Waker};
+use std::any::Any;
+use std::sync::Arc;
 
-use ratewarden_core::{Acquire, Attempt, Batch, Decision, Key, Policy, Store, StoreError};
+use ratewarden_core::{
+    Acquire, Attempt, Batch, Decision, Key, MemoryError, MemoryStore, Policy, Store, StoreError,
+};
 use tokio::runtime::Runtime;
 
 use crate::ReplayError;
 
-/// Decides requests of one policy on one store.
+/// The memory store behind `store`, when it is one and this is the only
+/// handle on it.
+pub(crate) fn sole_memory(store: &mut Arc<dyn Store>) -> Option<&mut MemoryStore> {
+    let store: &mut dyn Any = Arc::get_mut(store)?;
+    store.downcast_mut()
+}
+
+/// The decision on a memory store that only the calling thread uses
+/// ([`sole_memory`]) for the one-part key `key`.
+///
+/// # Errors
+/// As through [`Store::acquire`]: a full store is unavailable.
+pub(crate) fn on_sole_memory(
+    store: &mut MemoryStore,
+    policy: &Policy,
+    key: &[u8],
+    attempt: Attempt,
+) -> Result<Decision, StoreError> {
+    store
+        .acquire_single_mut(policy, key, attempt)
+        .map_err(|e| match e {
+            MemoryError::Full(full) => StoreError::from(full),
+            // The reader has refused over-long keys already.
+            MemoryError::Key(e) => StoreError::Failed(e.to_string()),
+        })
+}
+
+/// Decides requests of one policy through the [`Store`] trait.
 pub(crate) struct Decider<'a> {
     policy: &'a Policy,
     store: &'a dyn Store,
@@ -41,23 +74,11 @@ impl<'a> Decider<'a> {
         })
     }
 
-    /// The deciding function for the thread that calls this: it holds
-    /// the runtime's context on this thread for as long as it lives.
-    pub(crate) fn on_this_thread(
-        &self,
-    ) -> impl FnMut(&[u8], Attempt) -> Result<Decision, StoreError> + '_ {
-        let entered = self.runtime.enter();
-        move |key, attempt| {
-            let _entered = &entered;
-            self.decide(key, attempt)
-        }
-    }
-
     /// The decision for the one-part key `key`.
     ///
     /// # Errors
     /// The store's error.
-    fn decide(&self, key: &[u8], attempt: Attempt) -> Result<Decision, StoreError> {
+    pub(crate) fn decide(&self, key: &[u8], attempt: Attempt) -> Result<Decision, StoreError> {
         // The reader has refused over-long keys already.
         let key = Key::single(key).map_err(|e| StoreError::Failed(e.to_string()))?;
         let check = Acquire {
@@ -65,15 +86,7 @@ impl<'a> Decider<'a> {
             ..Acquire::one(self.policy, &key)
         };
         let batch = Batch::one(attempt.now, check);
-        let mut acquire = self.store.acquire(&batch);
-        let decisions = match acquire
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-        {
-            Poll::Ready(decisions) => decisions,
-            // Polled again by the runtime, with a waker of its own.
-            Poll::Pending => self.runtime.block_on(acquire),
-        }?;
+        let decisions = self.runtime.block_on(self.store.acquire(&batch))?;
         decisions
             .first()
             .copied()

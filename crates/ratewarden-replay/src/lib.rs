@@ -27,7 +27,7 @@
 //! let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
 //! let mut out = Vec::new();
 //! let trace = "1000 alice\n1200 alice\n1500 alice\n";
-//! let summary = replay(&policy, store.as_ref(), trace.as_bytes(), &mut out, Progress::Off).unwrap();
+//! let summary = replay(&policy, store, trace.as_bytes(), &mut out, Progress::Off).unwrap();
 //! assert_eq!(
 //!     String::from_utf8(out).unwrap(),
 //!     "1000 alice allow 1 0\n1200 alice allow 0 0\n1500 alice deny 0 500\n"
@@ -43,7 +43,9 @@
 //!   shown safely in messages.
 //! - `pipeline`: reading, deciding and writing on two threads
 //!   (`reader.rs`, `writer.rs`).
-//! - `decide`: one request decided through the [`Store`] trait.
+//! - `decide`: one request decided on the store: through the [`Store`]
+//!   trait, or on a memory store that the replay alone holds without its
+//!   locks.
 //! - `summary`: the totals and the most denied keys ([`Summary`]).
 //! - `settings`: [`ReplaySettings`], the replay's store options, the
 //!   live SQLite file check; `error`: [`ReplayError`].
@@ -52,9 +54,11 @@
 //! - **The store directly, not the decision layer.** Replay is an offline
 //!   simulator: the trace brings its own times and there is one policy, so
 //!   it needs neither the limiter's clock nor its policy set, failure modes
-//!   or metrics. It decides through the [`Store`] trait, as the limiter
-//!   does, on the store the server's composition root opens for the same
-//!   `--store` (`run`'s `open_store`), one batch of one check per request.
+//!   or metrics. It decides on the store the server's composition root
+//!   opens for the same `--store` (`run`'s `open_store`), through the
+//!   [`Store`] trait as the limiter does; a memory store that the replay
+//!   alone holds, through its own lock-free API for a sole user
+//!   (`decide.rs` says why).
 //! - **One decision at a time, in trace order.** One thread decides, on
 //!   one store, exactly as a plain loop would: a request may depend on the
 //!   one before it for the same key.
@@ -63,8 +67,8 @@
 //!   place, numbers formatted with `itoa` into a buffered writer. One
 //!   thread reads, parses and writes; a second decides each block's
 //!   requests while the first parses the next block and writes the
-//!   previous one, so reading and writing cost no wall time while the
-//!   deciding thread is busy, and the output is the same byte for byte.
+//!   previous one: reading and writing overlap with deciding, and the
+//!   output is the same byte for byte as one thread's.
 //! - **Bounded memory.** A line is at most [`MAX_LINE_BYTES`] (64 KiB),
 //!   refused as soon as it is longer, not once read whole; blocks in
 //!   flight are a few MiB. Besides the store's own state (bounded by
@@ -131,7 +135,7 @@ where
     } else {
         Progress::Off
     };
-    match replay(&settings.policy, store.as_ref(), stdin, stdout, progress) {
+    match replay(&settings.policy, store, stdin, stdout, progress) {
         Ok(summary) => {
             // Nothing useful is left to do when standard error is closed.
             let _ = write!(io::stderr().lock(), "{summary}");
@@ -144,25 +148,27 @@ where
 
 /// Replays the trace read from `input` against `store` under `policy`,
 /// writing one decision per request to `output`, then closes the store.
+/// A memory store that no one else holds is decided on without its locks
+/// (`decide.rs`).
 ///
 /// # Errors
 /// [`ReplayError`] at the first malformed line, IO or store failure; what
 /// was decided before it has been written and flushed.
 pub fn replay(
     policy: &Policy,
-    store: &dyn Store,
+    mut store: Arc<dyn Store>,
     input: impl Read,
     output: impl Write,
     progress: Progress,
 ) -> Result<Summary, ReplayError> {
-    let decider = decide::Decider::new(policy, store)?;
-    let result = pipeline::replay_with(
-        || decider.on_this_thread(),
-        input,
-        output,
-        progress,
-        pipeline::BLOCK_BYTES,
-    );
+    let block_bytes = pipeline::BLOCK_BYTES;
+    if let Some(memory) = decide::sole_memory(&mut store) {
+        let decide_one = |key: &[u8], attempt| decide::on_sole_memory(memory, policy, key, attempt);
+        return pipeline::replay_with(decide_one, input, output, progress, block_bytes);
+    }
+    let decider = decide::Decider::new(policy, store.as_ref())?;
+    let decide_one = |key: &[u8], attempt| decider.decide(key, attempt);
+    let result = pipeline::replay_with(decide_one, input, output, progress, block_bytes);
     decider.close();
     result
 }

@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use ratewarden_core::{Algorithm, Key, MemoryStore, Quota};
@@ -56,7 +57,7 @@ fn run_trace(
     let mut out = Vec::new();
     let summary = replay(
         &policy,
-        &MemoryStore::new(),
+        Arc::new(MemoryStore::new()),
         trace.as_bytes(),
         &mut out,
         Progress::Off,
@@ -158,4 +159,49 @@ fn ties_in_the_top_ten_are_broken_by_key() {
             .to_string()
             .contains("           3 a\n           3 b\n")
     );
+}
+
+#[test]
+fn a_memory_store_held_elsewhere_too_decides_as_one_held_only_by_the_replay() {
+    // The replay's sole store takes the lock-free path, a shared one goes
+    // through the Store trait: the same decisions, into the caller's store.
+    let mut trace = String::new();
+    for i in 0..3_000u64 {
+        let cost = match (i % 7, i % 13) {
+            (0, _) => " 3",
+            // Past the limit of 4: never.
+            (_, 0) => " 5",
+            _ => "",
+        };
+        trace.push_str(&format!("{} k{}{cost}\n", 1_000 + i / 3, i % 11));
+    }
+    for algorithm in Algorithm::ALL {
+        let quota = Quota::new(4, Duration::from_millis(50)).unwrap();
+        let policy = Policy::new("t", algorithm, quota);
+        let (mut sole, mut shared_out) = (Vec::new(), Vec::new());
+        let alone = replay(
+            &policy,
+            Arc::new(MemoryStore::new()),
+            trace.as_bytes(),
+            &mut sole,
+            Progress::Off,
+        )
+        .unwrap();
+        let shared = Arc::new(MemoryStore::new());
+        let held = replay(
+            &policy,
+            Arc::clone(&shared) as Arc<dyn Store>,
+            trace.as_bytes(),
+            &mut shared_out,
+            Progress::Off,
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8(sole), String::from_utf8(shared_out));
+        assert_eq!(alone, held, "{algorithm}");
+        assert!(alone.allowed > 0 && alone.denied > 0 && alone.never > 0);
+        assert!(
+            !shared.is_empty(),
+            "{algorithm}: decided in the caller's store"
+        );
+    }
 }

@@ -77,24 +77,22 @@ impl Block {
     }
 }
 
-/// Replays `input` to `output`, deciding each request (given the key's
-/// one part) on a thread of its own with the function `start` makes
-/// there, so that it may hold what must stay on that thread. `block_bytes`
-/// is [`BLOCK_BYTES`] but for tests of block edges.
+/// Replays `input` to `output`, deciding each request with `decide`
+/// (given the key's one part) on a thread of its own. `block_bytes` is
+/// [`BLOCK_BYTES`] but for tests of block edges.
 ///
 /// # Errors
 /// [`ReplayError`] at the first malformed line, IO or store failure; the
 /// decisions before it have been written and flushed.
-pub(crate) fn replay_with<S, D>(
-    start: S,
+pub(crate) fn replay_with<D>(
+    decide: D,
     input: impl Read,
     output: impl Write,
     progress: Progress,
     block_bytes: usize,
 ) -> Result<Summary, ReplayError>
 where
-    S: FnOnce() -> D + Send,
-    D: FnMut(&[u8], Attempt) -> Result<Decision, StoreError>,
+    D: FnMut(&[u8], Attempt) -> Result<Decision, StoreError> + Send,
 {
     let mut reader = Reader::new(input, block_bytes, progress);
     let mut writer = Writer::new(output);
@@ -103,7 +101,7 @@ where
         let (to_write, decided) = sync_channel::<Block>(AHEAD);
         let spawned = thread::Builder::new()
             .name("replay-decide".into())
-            .spawn_scoped(scope, move || decide_blocks(&blocks, &to_write, start()));
+            .spawn_scoped(scope, move || decide_blocks(&blocks, &to_write, decide));
         if let Err(e) = spawned {
             return Some(ReplayError::Thread(e));
         }

@@ -64,7 +64,7 @@ fn pipelined(
     decide: impl FnMut(&[u8], Attempt) -> Result<Decision, StoreError> + Send,
 ) -> (Vec<u8>, Result<Summary, ReplayError>) {
     let mut out = Vec::new();
-    let result = replay_with(|| decide, input, &mut out, Progress::Off, block_bytes);
+    let result = replay_with(decide, input, &mut out, Progress::Off, block_bytes);
     (out, result)
 }
 
@@ -175,13 +175,7 @@ fn an_endless_line_is_refused_without_reading_it_whole() {
     let input = io::Cursor::new(&b"1 a\n2 "[..]).chain(io::repeat(b'k'));
     let store = MemoryStore::new();
     let mut out = Vec::new();
-    let result = replay_with(
-        || memory(&store),
-        input,
-        &mut out,
-        Progress::Off,
-        BLOCK_BYTES,
-    );
+    let result = replay_with(memory(&store), input, &mut out, Progress::Off, BLOCK_BYTES);
     let err = result.unwrap_err().to_string();
     assert!(
         err.starts_with("line 2: the line is longer than 65536 bytes ('2 kkk"),
@@ -217,7 +211,7 @@ fn a_closed_output_stops_the_replay_without_waiting_for_the_input() {
         let store = MemoryStore::new();
         let output = Full { room };
         let result = replay_with(
-            || memory(&store),
+            memory(&store),
             &input[..],
             output,
             Progress::Off,
@@ -255,13 +249,7 @@ fn a_read_error_decides_the_whole_lines_before_it() {
         let store = MemoryStore::new();
         let mut out = Vec::new();
         let reader = Broken { bytes: input, step };
-        let result = replay_with(
-            || memory(&store),
-            reader,
-            &mut out,
-            Progress::Off,
-            block_bytes,
-        );
+        let result = replay_with(memory(&store), reader, &mut out, Progress::Off, block_bytes);
         assert!(
             matches!(&result, Err(ReplayError::Read(e)) if e.to_string() == "disk gone"),
             "{result:?}"
