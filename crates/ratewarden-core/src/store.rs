@@ -6,6 +6,7 @@
 //! both see the last free unit. Data in, data out: no closures cross the
 //! boundary, because a remote store (Redis) cannot run Rust code.
 
+use std::any::Any;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -45,8 +46,14 @@ impl<'a> KeyMatch<'a> {
 /// times (docs/semantics.md); each implementation documents its
 /// consistency promise (when, if ever, it can over-admit). State is
 /// namespaced by policy: it belongs to (policy name, algorithm, key).
+///
+/// A store is [`Any`], so that the one holder of an `Arc<dyn Store>`
+/// ([`Arc::get_mut`](std::sync::Arc::get_mut)) may use its own type's
+/// API: `ratewarden replay` decides on a memory store that it alone holds
+/// with [`MemoryStore::acquire_single_mut`](crate::MemoryStore::acquire_single_mut),
+/// without the locks that sharing needs.
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug {
+pub trait Store: Any + Send + Sync + std::fmt::Debug {
     /// Decides every item of `batch` and records the outcome as one atomic
     /// step, all or nothing ([`crate::batch`]). Returns one decision per
     /// item of [`Batch::items`], in order.

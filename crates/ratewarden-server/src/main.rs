@@ -10,7 +10,7 @@ use ratewarden_core::{Clock, SystemClock};
 use ratewarden_redis::{RedisClock, RedisStore};
 use ratewarden_server::cli::{Command, ReplayArgs, ServeArgs};
 use ratewarden_server::reload::Baseline;
-use ratewarden_server::startup::{Application, shutdown_signal};
+use ratewarden_server::startup::{Application, open_store, shutdown_signal};
 
 /// mimalloc: requests allocate on tokio threads and free on the SQLite
 /// thread; glibc's malloc pays for that cross-thread traffic in locks and
@@ -41,7 +41,7 @@ fn main() -> ExitCode {
 
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let settings = args.into_settings().context("invalid configuration")?;
-    Ok(ratewarden_server::cli::replay::run(&settings)?)
+    Ok(ratewarden_replay::run(&settings, open_store)?)
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

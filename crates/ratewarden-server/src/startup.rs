@@ -45,40 +45,17 @@ pub enum StartupError {
     },
 }
 
-/// A store as [`open_store`] opened it: the memory store by its own type,
-/// so `replay` can call its synchronous API without a runtime; every other
-/// store behind the async [`Store`] trait.
-#[derive(Debug)]
-pub enum OpenedStore {
-    /// The in-process store.
-    Memory(MemoryStore),
-    /// Any other store.
-    Dyn(Arc<dyn Store>),
-}
-
-impl OpenedStore {
-    /// The store behind the trait, to share.
-    pub fn into_dyn(self) -> Arc<dyn Store> {
-        match self {
-            OpenedStore::Memory(store) => Arc::new(store),
-            OpenedStore::Dyn(store) => store,
-        }
-    }
-}
-
 /// The composition root of the store: the one function that turns a
-/// [`StoreConfig`] into a store.
+/// [`StoreConfig`] into a store, for `serve` and `replay` alike.
 ///
 /// # Errors
 /// [`StartupError::Store`] when it cannot be opened.
 pub fn open_store(
     config: &StoreConfig,
     options: &StoreOptions,
-) -> Result<OpenedStore, StartupError> {
+) -> Result<Arc<dyn Store>, StartupError> {
     match config {
-        StoreConfig::Memory => Ok(OpenedStore::Memory(
-            MemoryStore::new().with_max_keys(options.max_keys),
-        )),
+        StoreConfig::Memory => Ok(Arc::new(MemoryStore::new().with_max_keys(options.max_keys))),
         StoreConfig::Sqlite(path) => {
             let defaults = SqliteOptions::default();
             let options = SqliteOptions {
@@ -94,9 +71,9 @@ pub fn open_store(
                 store: config.to_string(),
                 source: Box::new(e),
             })?;
-            Ok(OpenedStore::Dyn(Arc::new(store)))
+            Ok(Arc::new(store))
         }
-        StoreConfig::Redis(redis) => Ok(OpenedStore::Dyn(open_redis(redis, options)?)),
+        StoreConfig::Redis(redis) => Ok(open_redis(redis, options)?),
     }
 }
 
@@ -163,7 +140,7 @@ impl Application {
                 tokio::spawn(report_redis(Arc::clone(&redis)));
                 redis
             }
-            other => open_store(other, &options)?.into_dyn(),
+            other => open_store(other, &options)?,
         };
         Ok(Application::assemble(settings, store, clock, listeners))
     }

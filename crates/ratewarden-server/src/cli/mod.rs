@@ -1,8 +1,9 @@
 //! The command line: one file per subcommand (`serve` lives in
-//! [`crate::startup`] and [`crate::reload`]).
+//! [`crate::startup`] and [`crate::reload`]; `replay` in the
+//! `ratewarden-replay` crate, given its flags' settings and the store's
+//! composition root, [`crate::startup::open_store`]).
 //!
 //! - [`args`]: clap's flags and subcommands.
-//! - [`replay`]: `ratewarden replay`, a trace of requests through a store.
 //! - [`check_config`]: `ratewarden check-config PATH`.
 //!
 //! [`parse`] reads the command line; its errors name the environment
@@ -10,14 +11,13 @@
 
 pub mod args;
 pub mod check_config;
-pub mod replay;
 
 use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser};
 
-pub use args::{CheckConfigArgs, Cli, Command, LiveStore, ReplayArgs, ReplaySettings, ServeArgs};
+pub use args::{CheckConfigArgs, Cli, Command, ReplayArgs, ServeArgs};
 
 /// Parses this process's command line and environment into a [`Cli`];
 /// on an error prints it and exits with status 2 (0 for `--help` and

@@ -26,9 +26,7 @@ use ratewarden_limiter::FailureMode;
 
 mod replay;
 
-pub use replay::{
-    LiveStore, REPLAY_STORE_TIMEOUT_MS, ReplayArgs, ReplayFlagsError, ReplaySettings,
-};
+pub use replay::{REPLAY_STORE_TIMEOUT_MS, ReplayArgs, ReplayFlagsError};
 
 /// `ratewarden`: a rate-limiting service.
 #[derive(Debug, Parser)]

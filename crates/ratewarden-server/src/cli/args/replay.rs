@@ -10,6 +10,7 @@ use ratewarden_config::values::{
     parse_algorithm, parse_burst, parse_duration, parse_limit, parse_timeout_ms,
 };
 use ratewarden_core::{Algorithm, Policy, Quota};
+use ratewarden_replay::{LiveStore, ReplaySettings};
 
 use super::StoreParser;
 
@@ -87,29 +88,6 @@ A SQLite file (--store sqlite:PATH) that a running service or another
   replay has open is refused with exit status 2, before anything is
   written to it: the replay would change that service's live counters.
   --allow-live-store replays on it anyway, with a warning.";
-
-/// Validated settings of `ratewarden replay`.
-#[derive(Debug, Clone)]
-pub struct ReplaySettings {
-    /// The policy every request is decided by (named `replay`).
-    pub policy: Policy,
-    /// Where state lives.
-    pub store: StoreConfig,
-    /// What to do with a SQLite file that a running service has open.
-    pub live_store: LiveStore,
-    /// The longest one Redis call may take (`--store-timeout-ms`).
-    pub store_timeout: Duration,
-}
-
-/// What `replay` does with a SQLite store that a running service (or
-/// another replay) holds open (`--allow-live-store`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LiveStore {
-    /// Refuse it before opening it: replaying would change live counters.
-    Refuse,
-    /// Warn and replay on it anyway.
-    Allow,
-}
 
 /// Flags of `replay` that are well-formed alone but wrong together.
 #[derive(Debug, thiserror::Error)]

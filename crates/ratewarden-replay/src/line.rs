@@ -1,10 +1,11 @@
 //! One line of a trace: `<unix_ms> <key> [<cost>]`, parsed in place.
 
-use std::fmt;
 use std::num::NonZeroU64;
 
 use ratewarden_core::KeyError;
 use ratewarden_core::algorithm::gcra::MAX_TAT;
+
+use crate::quote::{Cut, quote};
 
 /// The latest time a trace may use, in milliseconds since the epoch
 /// (2262-04-11T23:47:16.854Z): the engine's instants are exact only up to
@@ -24,9 +25,6 @@ pub const MAX_DATE: &str = "2262-04-11";
 /// a longer line, a comment too, is refused without being read whole, so
 /// the memory a replay needs stays bounded whatever its input.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
-
-/// How much of an offending line an error message quotes, in bytes.
-const QUOTE_MAX: usize = 80;
 
 /// One request of the trace, borrowing the line it was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,11 +76,28 @@ pub enum LineError {
     },
 }
 
-/// Parses one line: `Ok(None)` for a blank or comment line.
+/// Parses one line of a trace, with or without its newline: `Ok(None)`
+/// for a blank or comment line. Takes any bytes (a key need not be
+/// UTF-8); a malformed line is an error, never a panic.
+///
+/// It checks the line alone: that times do not decrease, that the key
+/// fits a [`Key`](ratewarden_core::Key) and that the line is at most
+/// [`MAX_LINE_BYTES`] long are checked by the replay, which has the
+/// lines before it.
+///
+/// ```
+/// use ratewarden_replay::parse_line;
+///
+/// let request = parse_line(b"1700000000000 alice 3\n").unwrap().unwrap();
+/// assert_eq!(request.unix_ms, 1_700_000_000_000);
+/// assert_eq!((request.key, request.cost.get()), (&b"alice"[..], 3));
+/// assert_eq!(parse_line(b"# recorded on the gateway\n"), Ok(None));
+/// assert!(parse_line(b"1700000000000 alice zero").is_err());
+/// ```
 ///
 /// # Errors
-/// [`LineError`] for a malformed line (never [`LineError::Backwards`] or
-/// [`LineError::Key`]: those need context).
+/// [`LineError`] for a malformed line (never [`LineError::Backwards`],
+/// [`LineError::Key`] or [`LineError::TooLong`]: those need context).
 pub fn parse_line(line: &[u8]) -> Result<Option<Request<'_>>, LineError> {
     if let Some(request) = parse_plain(line) {
         return Ok(Some(request));
@@ -192,58 +207,10 @@ fn trim_end(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-/// `text` kept for an error message: its first [`QUOTE_MAX`] bytes, and
-/// one more when it is longer, so that [`Cut`] can show it was cut.
-pub(super) fn quote(text: &[u8]) -> Vec<u8> {
-    text[..text.len().min(QUOTE_MAX + 1)].to_vec()
-}
-
-/// [`quote`]'s bytes shown as [`Quoted`], then `…` when the text was
-/// longer than [`QUOTE_MAX`] bytes.
-pub(super) struct Cut<'a>(pub(super) &'a [u8]);
-
-impl fmt::Display for Cut<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let cut = self.0.len() > QUOTE_MAX;
-        let mut end = self.0.len().min(QUOTE_MAX);
-        // Not inside a character: back to the start of the one the cut
-        // falls in (a UTF-8 character has at most 3 continuation bytes).
-        while cut && end > QUOTE_MAX - 3 && self.0[end] & 0xC0 == 0x80 {
-            end -= 1;
-        }
-        write!(f, "{}", Quoted(&self.0[..end]))?;
-        if cut {
-            f.write_str("…")?;
-        }
-        Ok(())
-    }
-}
-
-/// Bytes shown safely on a terminal: UTF-8 with control characters and
-/// invisible ones (a byte-order mark, a direction override, a zero-width
-/// space: whatever Rust's `char::escape_debug` escapes) as `\u{…}` (NUL
-/// too, as `\u{0}`, not `\0`, which digits after it would extend), other
-/// bytes as `\xNN`.
-pub(super) struct Quoted<'a>(pub(super) &'a [u8]);
-
-impl fmt::Display for Quoted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match std::str::from_utf8(self.0) {
-            // Text holding a quote or a backslash is shown by the arm
-            // below, all as ASCII escapes, so that a backslash typed in the
-            // text is never taken for one of these escapes.
-            Ok(s) if !s.contains(['\'', '"', '\\']) => s.chars().try_for_each(|c| match c {
-                '\0' => f.write_str("\\u{0}"),
-                c => write!(f, "{}", c.escape_debug()),
-            }),
-            _ => write!(f, "{}", self.0.escape_ascii()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quote::QUOTE_MAX;
 
     fn req(unix_ms: u64, key: &str, cost: u64) -> Request<'_> {
         Request {
@@ -351,8 +318,8 @@ mod tests {
                 b"99999999999999999999x alice",
                 "time '99999999999999999999x' is not",
             ),
-            // Digits past u64: too late, not malformed (a fresh user's
-            // trial found the cost's case called "not a whole number").
+            // Digits past u64: too late, not malformed (as for the cost:
+            // too large, not "not a whole number").
             (
                 b"99999999999999999999 alice",
                 "time 99999999999999999999 is after the largest supported time",
@@ -401,26 +368,6 @@ mod tests {
     }
 
     #[test]
-    fn quoted_text_escapes_control_characters_and_invalid_utf8() {
-        assert_eq!(Quoted("clé".as_bytes()).to_string(), "clé");
-        assert_eq!(Quoted(b"a\x1b[2Jb").to_string(), "a\\u{1b}[2Jb");
-        assert_eq!(Quoted(b"\xffx").to_string(), "\\xffx");
-        assert_eq!(Quoted(b"it's").to_string(), "it\\'s");
-        // Invisible characters a fresh user's trial found shown raw: a
-        // byte-order mark made "'\u{feff}1000' is not a whole number" read
-        // as "'1000' is not a whole number".
-        for (text, shown) in [
-            ("\u{feff}1000", "\\u{feff}1000"),
-            ("b \u{202e} evil", "b \\u{202e} evil"),
-            ("a\u{200b}b", "a\\u{200b}b"),
-        ] {
-            assert_eq!(Quoted(text.as_bytes()).to_string(), shown);
-        }
-        // Not "10\000", which reads as an octal escape.
-        assert_eq!(Quoted(b"10\x0000").to_string(), "10\\u{0}00");
-    }
-
-    #[test]
     fn a_quoted_text_cut_short_says_so() {
         let long = "9".repeat(100);
         let err = parse_line(format!("{long} alice").as_bytes()).unwrap_err();
@@ -442,8 +389,8 @@ mod tests {
             err.to_string(),
             format!("cost '{exact}…' is not a whole number of at least 1")
         );
-        // A cut never splits a character (a second trial saw 'x…x\xc3…',
-        // and the whole text turned to \xNN escapes).
+        // A cut never splits a character: half a character would turn
+        // the whole text into \xNN escapes.
         let cost = |text: &str| {
             let err = parse_line(format!("1 a {text}").as_bytes()).unwrap_err();
             err.to_string()
